@@ -1,0 +1,5 @@
+import sys
+
+from privsynth.cli import main
+
+sys.exit(main())

@@ -1,0 +1,55 @@
+"""The ``privsynth`` command.
+
+Subcommands are thin: each lives in a module of :mod:`privsynth.commands` that defines
+``register(subparsers)`` and sets ``func`` on its parser; the logic lives in the library.
+Any :class:`~privsynth.errors.PrivsynthError` is printed as one line and the exit status is 2.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+from privsynth import __version__
+from privsynth.errors import PrivsynthError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the parser from every module in :mod:`privsynth.commands` (sorted by name)."""
+    import privsynth.commands as commands
+
+    parser = argparse.ArgumentParser(
+        prog="privsynth",
+        description="Differentially private synthetic offline-RL datasets, and audits of what they leak.",
+    )
+    parser.add_argument("--version", action="version", version=f"privsynth {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"privsynth.commands.{info.name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        result = args.func(args)
+    except PrivsynthError as exc:
+        print(f"privsynth: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("privsynth: interrupted", file=sys.stderr)
+        return 130
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""CLI subcommands, one module each; each module defines ``register(subparsers)``."""

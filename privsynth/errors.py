@@ -1,0 +1,30 @@
+"""Errors that users see.
+
+Every error a user can cause is a :class:`PrivsynthError` whose message is one sentence naming the problem.
+The CLI prints it on one line and exits with status 2, without a traceback.
+"""
+from __future__ import annotations
+
+
+class PrivsynthError(ValueError):
+    """A problem with the user's input or request, reported in one line."""
+
+
+class DatasetNotFound(PrivsynthError):
+    """A dataset id that is not in the local Minari store."""
+
+
+class InvalidData(PrivsynthError):
+    """Data that cannot be used: NaN/inf rows, empty episodes, wrong shapes."""
+
+
+class SpaceMismatch(PrivsynthError):
+    """Public and sensitive data (or a model and data) disagree on observation or action spaces."""
+
+
+class PrivacyError(PrivsynthError):
+    """An invalid privacy request (ε ≤ 0, δ ≥ 1/N, ...)."""
+
+
+class BudgetExceeded(PrivacyError):
+    """The release guard refused an artifact whose ε exceeds the caller's budget."""
