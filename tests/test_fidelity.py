@@ -15,7 +15,7 @@ from privsynth.evaluation.fidelity import (
     tabular_fidelity,
     transition_columns,
 )
-from tests.conftest import make_toy_dataset
+from conftest import make_toy_dataset
 
 
 def test_identical_data_scores_one():
