@@ -65,6 +65,7 @@ __all__ = [
     "list_datasets",
     "dataset_exists",
     "delete_dataset",
+    "describe",
     "dataset_path",
     "load_public_and_sensitive",
 ]
@@ -167,6 +168,32 @@ def delete_dataset(dataset_id: str) -> str:
     full = resolve_id(dataset_id)
     shutil.rmtree(_root() / full)
     return full
+
+
+def describe(dataset_id: str) -> dict[str, Any]:
+    """Cheap facts about a local dataset from its ``metadata.json`` alone (no arrays are read)."""
+    from minari.dataset.minari_storage import MinariStorage
+
+    full = resolve_id(dataset_id)
+    try:
+        meta = MinariStorage.read_raw_metadata(_root() / full / "data")
+    except ValueError as exc:
+        raise InvalidData(f"cannot read dataset '{full}': {exc}") from None
+    ours = meta.get(_METADATA_KEY) if isinstance(meta.get(_METADATA_KEY), dict) else None
+    info = (ours or {}).get("info") or {}
+    card = info.get("privacy_card") or None
+    return {
+        "id": full,
+        "name": info.get("name", full),
+        "env_id": info.get("env_id"),
+        "episodes": (ours or {}).get("n_episodes", meta.get("total_episodes")),
+        "transitions": (ours or {}).get("n_transitions", meta.get("total_steps")),
+        "scheme": (ours or {}).get("scheme", "minari"),
+        "sensitive": bool(info.get("sensitive", False)),
+        "epsilon": card.get("epsilon") if isinstance(card, dict) else None,
+        "written_by": "privsynth" if ours else "minari",
+        "path": str(_root() / full),
+    }
 
 
 # --------------------------------------------------------------------------------------------------- writing
