@@ -9,6 +9,7 @@ from privsynth.privacy.accounting import (
     laplace_scale,
     zcdp_epsilon,
 )
+from privsynth.privacy.dp_stats import dp_normalizer, dp_normalizer_from_dataset, dp_normalizer_stats
 from privsynth.privacy.dpsgd import DPSGDConfig, DPTrainResult, dp_train
 from privsynth.privacy.guard import check_budget, guarded_write
 from privsynth.privacy.ledger import Ledger, LedgerEvent
@@ -20,6 +21,9 @@ __all__ = [
     "LedgerEvent",
     "calibrate_noise_multiplier",
     "check_budget",
+    "dp_normalizer",
+    "dp_normalizer_from_dataset",
+    "dp_normalizer_stats",
     "dp_train",
     "dpsgd_epsilon",
     "dpsgd_event",

@@ -40,6 +40,7 @@ __all__ = [
     "gaussian_sigma",
     "gaussian_epsilon",
     "laplace_scale",
+    "calibrate_gaussian_multiplier",
     "gaussian_zcdp_rho",
     "zcdp_epsilon",
     "check_epsilon",
@@ -234,6 +235,31 @@ def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> fl
     """ε at δ of one Gaussian mechanism with noise std ``sigma`` for L2 ``sensitivity``."""
     check_delta(delta)
     return float(dpa.get_epsilon_gaussian(sigma / sensitivity, delta))
+
+
+def calibrate_gaussian_multiplier(epsilon: float, delta: float, count: int = 1, accountant: str = "pld") -> float:
+    """Noise multiplier z such that ``count`` Gaussian mechanisms with multiplier z are (ε, δ)-DP under ``accountant``.
+
+    ``count`` Gaussian mechanisms with multiplier z are exactly one with z/√count, so for the tight accountants
+    (pld, prv) this is √count times the analytic σ; RDP is looser and gets its own bisection.
+    """
+    check_epsilon(epsilon)
+    check_delta(delta)
+    check_accountant(accountant)
+    z = math.sqrt(count) * float(dpa.get_sigma_gaussian(epsilon, delta))
+    if accountant != "rdp":
+        return z
+
+    def eps(zz: float) -> float:
+        return events_epsilon([dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(zz), count)], delta, "rdp")
+
+    lo, hi = z, z
+    while eps(hi) > epsilon:
+        lo, hi = hi, hi * 1.5
+    while hi / lo > 1 + 1e-4:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if eps(mid) <= epsilon else (mid, hi)
+    return hi
 
 
 def laplace_scale(epsilon: float, sensitivity: float = 1.0) -> float:
