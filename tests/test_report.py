@@ -99,3 +99,27 @@ def test_agents_missing_module_is_reported(datasets, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "privsynth.evaluation.agents", None)  # import raises ImportError
     rep = evaluate_synthetic(synth, real, agents=["iql"], tsne=False, out=tmp_path / "m.json")
     assert "skipped" in rep["agents"]
+
+
+def test_cli_evaluate_end_to_end(datasets, encoder, tmp_path, capsys):
+    from privsynth.cli import main
+    from privsynth.data.minari_io import write_dataset
+
+    real, synth, public = datasets
+    write_dataset(real, "test/real-v0")
+    write_dataset(synth, "test/synth-v0")
+    write_dataset(public, "test/public-v0")
+    enc_path = encoder.save(tmp_path / "enc.pt")  # the CLI loads an existing encoder file
+    out = tmp_path / "cli" / "report.json"
+    rc = main(["evaluate", "--synthetic", "test/synth-v0", "--real", "test/real-v0", "--public", "test/public-v0",
+               "--trajscore-encoder", str(enc_path), "--no-tsne", "--quiet", "--out", str(out)])
+    assert rc == 0
+    rep = json.loads(out.read_text())
+    assert rep["privacy_card"]["unit"] == "trajectory"  # the card survives the Minari round trip
+    assert rep["rl_checks"]["synthetic"]["dynamics"]["within_tol"] < 0.1
+    assert "trajscore" in rep["trajscore"]
+    printed = capsys.readouterr().out
+    assert "marginal" in printed and "dynamics within tol" in printed
+    # a missing dataset is a one-line error with exit status 2
+    assert main(["evaluate", "--synthetic", "test/nope-v0", "--real", "test/real-v0", "--out", str(out)]) == 2
+    assert "error" in capsys.readouterr().err
