@@ -134,3 +134,10 @@ def test_mismatched_widths_raise():
         marginal_score(np.zeros((3, 2)), np.zeros((3, 3)))
     with pytest.raises(SpaceMismatch):
         tabular_fidelity(make_toy_dataset(obs_dim=3), make_toy_dataset(obs_dim=4))
+
+
+def test_float32_inputs_give_the_same_marginal():
+    rng = np.random.default_rng(5)
+    a = rng.normal(size=(500, 3)).astype(np.float32)
+    b = rng.normal(0.1, 1.0, size=(400, 3)).astype(np.float32)
+    np.testing.assert_array_equal(marginal_per_column(a, b), marginal_per_column(a.astype(np.float64), b.astype(np.float64)))

@@ -62,6 +62,10 @@ def test_report_without_card_public_or_tsne(datasets, tmp_path):
     assert rep["fidelity"]["marginal"] == 1.0
     md = (tmp_path / "r.md").read_text()
     assert "carries no privacy card" in md and "t-SNE" not in md
+    assert "not itself differentially private" not in md
+    sensitive = real.mark_sensitive()
+    evaluate_synthetic(real, sensitive, tsne=False, out=tmp_path / "s.json")
+    assert "not itself differentially private" in (tmp_path / "s.md").read_text()
     with pytest.raises(InvalidData):
         evaluate_synthetic(real, real, tsne=False, out=tmp_path / "r.txt")
 

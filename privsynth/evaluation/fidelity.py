@@ -71,9 +71,14 @@ def _ks_sorted(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(np.abs(cdf_a - cdf_b)))
 
 
-def _check_pair(real: np.ndarray, synth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    real = np.asarray(real, dtype=np.float64)
-    synth = np.asarray(synth, dtype=np.float64)
+def _check_pair(real: np.ndarray, synth: np.ndarray, *, keep_float32: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Validated 2-D float copies; float32 inputs stay float32 if asked (the KS statistic only compares values)."""
+    real, synth = np.asarray(real), np.asarray(synth)
+    dtype = np.float64
+    if keep_float32 and real.dtype == np.float32 and synth.dtype == np.float32:
+        dtype = np.float32
+    real = real.astype(dtype, copy=False)
+    synth = synth.astype(dtype, copy=False)
     if real.ndim == 1:
         real = real[:, None]
     if synth.ndim == 1:
@@ -101,7 +106,7 @@ def marginal_per_column(
     real: np.ndarray, synth: np.ndarray, *, max_rows: int | None = None, seed: int = 0
 ) -> np.ndarray:
     """``1 − KS`` of every column (SDV's ``KSComplement``), shape [D]."""
-    real, synth = _check_pair(real, synth)
+    real, synth = _check_pair(real, synth, keep_float32=True)
     rng = np.random.default_rng(seed)
     real, synth = _subsample(real, max_rows, rng), _subsample(synth, max_rows, rng)
     real_sorted = np.sort(real.T, axis=1)  # one contiguous sorted row per column
@@ -179,9 +184,9 @@ def transition_columns(obs_dim: int, act_dim: int, *, include_terminal: bool = F
 
 
 def transition_table(dataset: OfflineDataset, *, include_terminal: bool = False) -> np.ndarray:
-    """The transition matrix ``state | action | reward | next state`` (+ terminal if asked), float64."""
+    """The transition matrix ``state | action | reward | next state`` (+ terminal if asked), float32 as stored."""
     m = dataset.transition_matrix()
-    return np.asarray(m if include_terminal else m[:, :-1], dtype=np.float64)
+    return np.ascontiguousarray(m if include_terminal else m[:, :-1])
 
 
 @dataclass

@@ -12,6 +12,10 @@ readable) and ``report.md`` (a summary with tables) next to each other, plus ``<
   :mod:`privsynth.evaluation.agents`), optionally also on the real data for comparison.
 
 Files are written to temporary names and renamed, so a failed run never leaves a half-written report.
+
+The report reads the real data directly: it is an evaluation for the data holder or a benchmark on public stand-ins,
+not a release, and its markdown says so when the real dataset is marked sensitive. Only the TrajScore encoder is
+trained, and it is trained on public data only.
 """
 from __future__ import annotations
 
@@ -232,6 +236,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             ["real", real["transitions"], real["episodes"], real["env_id"], real["terminal_rate"], real["episode_return_mean"]],
         ],
     )
+    if real.get("sensitive"):
+        lines += ["> This report is computed from the real (sensitive) data and is not itself differentially private: "
+                  "its statistics and the t-SNE plot describe real records. Keep it with the data holder.", ""]
     lines += ["## Privacy card", ""]
     card = report.get("privacy_card")
     if card:
