@@ -88,7 +88,11 @@ def test_agents_are_wired_through_run_seeds(datasets, tmp_path, monkeypatch):
 
     fake = types.ModuleType("privsynth.evaluation.agents")
     fake.run_seeds = run_seeds
+    fake.AGENTS = {"iql": None, "td3bc": None, "edac": None}
     monkeypatch.setitem(sys.modules, "privsynth.evaluation.agents", fake)
+    with pytest.raises(InvalidData, match="unknown agent"):
+        evaluate_synthetic(synth, real, agents=["ppo"], tsne=False, out=tmp_path / "x.json")
+    assert not (tmp_path / "x.json").exists()
     rep = evaluate_synthetic(synth, real, agents=["td3bc", "iql"], seeds=[0, 1], num_updates=10, agents_on_real=True,
                              tsne=False, out=tmp_path / "a.json")
     assert [c[2] for c in calls] == ["td3bc", "td3bc", "iql", "iql"]

@@ -92,7 +92,8 @@ def test_grid_adapter_without_env(toy_dataset):
     np.testing.assert_array_equal(g.bins(np.array([[0.1, 0.1], [0.9, 0.1], [1.0, 1.0], [2.0, 0.0]])), [0, 2, 3, -1])
 
 
-def test_mujoco_locomotion_adapter():
+def test_mujoco_locomotion_adapter(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # MuJoCo writes compiler warnings to MUJOCO_LOG.TXT in the working directory
     env = gym.make("HalfCheetah-v5")
     obs, _ = env.reset(seed=0)
     rows = []

@@ -121,6 +121,20 @@ def _agents_section(
     return out
 
 
+def _check_agent_names(agents: Sequence[str]) -> None:
+    """Fail before any work on an unknown agent name (when the agents package is installed)."""
+    if not agents:
+        return
+    try:
+        from privsynth.evaluation.agents import AGENTS
+    except ImportError:
+        return
+    for agent in agents:
+        key = agent.lower().replace("+", "").replace("_", "").replace("-", "")
+        if key not in AGENTS:
+            raise InvalidData(f"unknown agent '{agent}'; choose one of {', '.join(AGENTS)}")
+
+
 def evaluate_synthetic(
     synthetic: OfflineDataset,
     real: OfflineDataset,
@@ -147,6 +161,7 @@ def evaluate_synthetic(
     TrajScore encoder (or pass a trained ``trajscore_encoder``). ``max_rows`` caps the rows of the tabular scores.
     """
     real.check_compatible(synthetic)
+    _check_agent_names(agents)
     out = Path(out)
     if out.suffix != ".json":
         raise InvalidData(f"the report path must end in .json, got '{out}'")
