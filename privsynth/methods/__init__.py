@@ -1,0 +1,7 @@
+"""DP offline-RL methods of the reference papers (learners that consume the shared dataset model).
+
+* :mod:`privsynth.methods.dp_apvi`: DP-APVI / APVI (tabular pessimistic value iteration on privatised counts) and the
+  noisy-count synthetic-data release.
+* :mod:`privsynth.methods.dp_vapvi`: DP-VAPVI / VAPVI / PEVI (linear MDPs).
+* :mod:`privsynth.methods.tabular_mdp`, :mod:`privsynth.methods.linear_mdp`: the environments used as data sources.
+"""
