@@ -260,3 +260,22 @@ def test_gridworld_is_a_valid_mdp_with_a_nontrivial_optimum():
     assert S == 14 and A == 4
     assert v_star > 3.0 > mdp.policy_value(uniform_policy(H, S, A))
     assert mdp.gap(pi) == pytest.approx(0.0)
+
+
+def test_release_writes_a_minari_dataset_with_a_card_and_the_guard_refuses():
+    minari_io = pytest.importorskip("privsynth.data.minari_io")
+    pytest.importorskip("privsynth.privacy.guard")
+    from privsynth.errors import BudgetExceeded
+    from privsynth.methods.dp_apvi_release import release_synthetic_dataset
+
+    with pytest.raises(BudgetExceeded):
+        release_synthetic_dataset("privsynth/grid/dp-counts-v0", n_episodes=200, rho=1.0, epsilon_budget=1.0)
+    assert not minari_io.dataset_exists("privsynth/grid/dp-counts-v0")  # nothing written on refusal
+    release_synthetic_dataset("privsynth/grid/dp-counts-v0", n_episodes=200, n_synthetic=30, rho=1.0, epsilon_budget=10.0)
+    ds = minari_io.load_dataset("privsynth/grid/dp-counts-v0")
+    card = ds.info.privacy_card
+    assert ds.n_episodes == 30 and ds.info.env_id is None and ds.info.extra["mdp"]["kind"] == "gridworld"
+    assert card["rho"] == pytest.approx(1.0) and card["unit"] == "trajectory"
+    assert card["epsilon"] == pytest.approx(zcdp_to_epsilon(1.0, 1e-5, "gdp"), rel=1e-2)
+    back = Trajectories.from_offline_dataset(ds)
+    assert back.horizon == 12 and back.states.max() < 14
