@@ -160,3 +160,20 @@ def test_cli_writes_table_and_plot(tmp_path):
     table = (tmp_path / "linear_gap_vs_K_table.md").read_text()
     assert "DP-VAPVI (rho=10)" in table and "VAPVI on DP synthetic (rho=10)" in table
     assert (tmp_path / "linear_gap_vs_K.png").stat().st_size > 1000
+
+
+def test_dp_vapvi_ledger_matches_an_independent_accountant(lin):
+    pytest.importorskip("privsynth.privacy.ledger")
+    import dp_accounting
+    from dp_accounting import rdp
+
+    mdp, mu = lin
+    traj = mdp.sample(mu, 30, np.random.default_rng(0))
+    ledger = ZcdpLedger()
+    dp_vapvi(traj, mdp.Phi, rho=2.0, seed=0, ledger=ledger)
+    pkg = ledger.to_ledger(delta=1e-5)
+    assert len(pkg) == 100
+    acc = rdp.RdpAccountant()
+    acc.compose(dp_accounting.ZCDpEvent(2.0))
+    assert pkg.epsilon() == pytest.approx(acc.get_epsilon(1e-5), rel=1e-6)
+    assert pkg.card()["unit"] == "trajectory"

@@ -154,6 +154,22 @@ class ZcdpLedger:
     def to_json(self, delta: float = 1e-5) -> str:
         return json.dumps(self.summary(delta))
 
+    def to_ledger(self, delta: float = 1e-5, treated_as_public: list[str] | None = None):
+        """The same releases as a package :class:`privsynth.privacy.ledger.Ledger` (zCDP events, RDP accountant;
+        Laplace events as Laplace), for release cards and the release guard."""
+        from privsynth.privacy.ledger import Ledger, LedgerEvent
+
+        ledger = Ledger(unit="trajectory", accountant="rdp", delta=delta,
+                        neighbouring="replace one trajectory (n fixed); sensitivities are replace-one values",
+                        treated_as_public=treated_as_public or ["number of episodes n", "state/action sets, horizon H, feature map"])
+        for e in self.events:
+            if e.mechanism == "laplace":
+                ledger.append(LedgerEvent.laplace(e.name, scale=e.noise_scale, sensitivity=e.sensitivity, unit="trajectory"))
+            else:
+                ledger.append(LedgerEvent.zcdp(e.name, rho=e.rho, sigma=e.noise_scale, sensitivity=e.sensitivity,
+                                               unit="trajectory"))
+        return ledger
+
 
 def check_rho(rho: float) -> float:
     """Validate a zCDP budget at the door (finite, positive)."""
