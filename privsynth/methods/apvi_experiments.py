@@ -216,5 +216,5 @@ def write_results(df: pd.DataFrame, cfg: Any, out: Path, stem: str, title: str, 
         text += "\n" + notes(summary) + "\n"
     (out / f"{stem}_table.md").write_text(text)
     (out / f"{stem}_config.json").write_text(json.dumps(_jsonable(cfg), indent=2))
-    plot_gap(summary, out / f"{stem}.png", title)
+    plot_gap(summary, out / f"{stem}.png", title, f"number of episodes {x_name}")
     return summary
