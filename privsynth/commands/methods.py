@@ -18,6 +18,7 @@ def _ints(text: str) -> list[int]:
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("methods", help="DP offline-RL methods of the reference papers (DP-APVI, DP-VAPVI)")
     sub = p.add_subparsers(dest="method", metavar="METHOD")
+    p.set_defaults(func=lambda _args: (p.print_help(), 2)[1])
 
     lin = sub.add_parser("dp-vapvi", help="gap vs K on the synthetic linear MDP: PEVI, VAPVI, DP-VAPVI, VAPVI on DP synthetic data")
     lin.add_argument("--out", type=Path, default=Path("evaluation/dp_vapvi"))
