@@ -16,7 +16,8 @@ the metadata:
 
 * ``episodic``: one Minari episode per dataset episode, used when every episode is a chain
   (``next_observations[t] == observations[t+1]`` inside each episode), there are at most
-  :data:`MAX_EPISODIC_EPISODES` episodes and they average at least :data:`MIN_MEAN_EPISODE_LENGTH` steps. Minari's ``observations`` hold the T observations plus the last next
+  :data:`MAX_EPISODIC_EPISODES` episodes and they average at least :data:`MIN_MEAN_EPISODE_LENGTH` steps.
+  Minari's ``observations`` hold the T observations plus the last next
   observation (T+1 rows), as Minari expects.
 * ``packed``: everything else: independent transitions (synthetic data whose next observations do not chain) or many
   episodes (Minari's hdf5 writer spends milliseconds per episode: 12,000 episodes of a 1M-step dataset took 73 s to
@@ -318,7 +319,9 @@ def _ensure_namespaces(full: str, template_root: Path | None = None) -> None:
                 dst.write_text("{}")
 
 
-def write_dataset_dir(ds: OfflineDataset, dataset_id: str, path: str | os.PathLike, *, scheme: str | None = None) -> Path:
+def write_dataset_dir(
+    ds: OfflineDataset, dataset_id: str, path: str | os.PathLike, *, scheme: str | None = None
+) -> Path:
     """Create the Minari directory of dataset ``dataset_id`` at ``path`` (which must not exist yet).
 
     For release code that places the directory itself, e.g. ``privsynth.privacy.guarded_write(final, lambda tmp:

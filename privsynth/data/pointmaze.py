@@ -186,7 +186,7 @@ def generate_pointmaze(cfg: PointMazeConfig, progress: bool = True) -> OfflineDa
     actions = np.empty((n, act_dim), dtype=np.float32)
     rewards = np.empty(n, dtype=np.float32)
     timeouts = np.zeros(n, dtype=bool)
-    noise = noise_rng.normal(0.0, cfg.action_noise, size=(n, act_dim)) if cfg.action_noise > 0 else np.zeros((n, act_dim))
+    noise = noise_rng.normal(0.0, cfg.action_noise, size=(n, act_dim))  # one draw for the whole run
 
     obs, _ = env.reset(seed=cfg.seed)
     observations[0] = flatten_obs(obs, POINTMAZE_OBS_KEYS)
