@@ -9,7 +9,7 @@ import pytest
 from dp_accounting import pld, rdp
 from scipy.optimize import linprog
 
-from privsynth.errors import PrivacyError
+from privsynth.errors import PrivacyError, PrivsynthError
 from privsynth.methods.dp_apvi import (
     APVIConfig,
     apvi,
@@ -279,3 +279,6 @@ def test_release_writes_a_minari_dataset_with_a_card_and_the_guard_refuses():
     assert card["epsilon"] == pytest.approx(zcdp_to_epsilon(1.0, 1e-5, "gdp"), rel=1e-2)
     back = Trajectories.from_offline_dataset(ds)
     assert back.horizon == 12 and back.states.max() < 14
+    assert (minari_io.target_path("privsynth/grid/dp-counts-v0") / "privacy_ledger.json").is_file()  # guard attached it
+    with pytest.raises(PrivsynthError):  # an existing release is not overwritten by accident
+        release_synthetic_dataset("privsynth/grid/dp-counts-v0", n_episodes=50, rho=1.0, epsilon_budget=10.0)

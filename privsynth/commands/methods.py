@@ -3,7 +3,6 @@ DP-APVI count release as a synthetic dataset. Logic lives in :mod:`privsynth.met
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 
@@ -48,8 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rel.add_argument("--synthetic-episodes", type=int, default=None, help="synthetic episodes to sample (default: as many)")
     rel.add_argument("--rho", type=float, default=1.0)
     rel.add_argument("--delta", type=float, default=1e-5, help="privacy δ for the ε on the card")
-    rel.add_argument("--epsilon-budget", type=float, default=math.inf, help="refuse to write if ε at δ exceeds this")
+    rel.add_argument("--epsilon-budget", type=float, required=True, help="refuse to write if ε at δ exceeds this")
     rel.add_argument("--seed", type=int, default=0)
+    rel.add_argument("--overwrite", action="store_true", help="replace an existing dataset with this id")
     rel.set_defaults(func=_run_release)
 
 
@@ -113,6 +113,6 @@ def _run_release(args: argparse.Namespace) -> int:
 
     path = release_synthetic_dataset(args.dataset_id, env=args.env, n_episodes=args.episodes, rho=args.rho,
                                      n_synthetic=args.synthetic_episodes, privacy_delta=args.delta,
-                                     epsilon_budget=args.epsilon_budget, seed=args.seed)
+                                     epsilon_budget=args.epsilon_budget, seed=args.seed, overwrite=args.overwrite)
     print(f"wrote synthetic dataset {args.dataset_id} to {path}")
     return 0

@@ -11,14 +11,13 @@ Observations are ``[state index, step h]`` and actions ``[action index]`` (float
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from privsynth.data.dataset import OfflineDataset
-from privsynth.errors import BudgetExceeded, PrivsynthError
+from privsynth.errors import PrivsynthError
 from privsynth.methods.dp_apvi import CountRelease, count_sensitivity, release_counts_sensitive
 from privsynth.methods.tabular_mdp import TabularMDP, Trajectories, gridworld_mdp, random_tabular_mdp, uniform_policy
 
@@ -39,11 +38,9 @@ def make_tabular_source(env: str = "gridworld", H: int | None = None, seed: int 
 
 
 def _package_ledger(release: CountRelease, privacy_delta: float):
-    """The release as an event of :class:`privsynth.privacy.ledger.Ledger` (None if the privacy core is absent)."""
-    try:
-        from privsynth.privacy.ledger import Ledger, LedgerEvent
-    except ImportError:
-        return None
+    """The release as a :class:`privsynth.privacy.ledger.Ledger` (one Gaussian or Laplace event, PLD accountant)."""
+    from privsynth.privacy.ledger import Ledger, LedgerEvent
+
     H = release.shape[0]
     ledger = Ledger(unit="trajectory", accountant="pld", delta=privacy_delta,
                     neighbouring="replace one trajectory (n fixed); the sensitivities are replace-one values",
@@ -66,38 +63,35 @@ def synthetic_dataset(release: CountRelease, n_episodes: int, rng: np.random.Gen
     syn: Trajectories = release.sample(n_episodes, rng)
     card = release.card(privacy_delta)
     ledger = _package_ledger(release, privacy_delta)
-    if ledger is not None:
-        card["ledger"] = ledger.card()
-        eps = ledger.epsilon()
-    else:
-        eps = release.ledger.epsilon(privacy_delta)
+    card["ledger"] = ledger.card()
+    eps = ledger.epsilon()
     card["epsilon"] = eps
     extra = {"algorithm": "dp-apvi-counts", "mdp": source, "n_synthetic_episodes": n_episodes}
     return syn.to_offline_dataset(name=name, sensitive=False, extra=extra, privacy_card=card), eps
 
 
-def release_synthetic_dataset(dataset_id: str, *, env: str = "gridworld", n_episodes: int = 10000, rho: float = 1.0,
-                              n_synthetic: int | None = None, privacy_delta: float = 1e-5,
-                              epsilon_budget: float = math.inf, seed: int = 0, overwrite: bool = False) -> Path:
+def release_synthetic_dataset(dataset_id: str, *, epsilon_budget: float, env: str = "gridworld", n_episodes: int = 10000,
+                              rho: float = 1.0, n_synthetic: int | None = None, privacy_delta: float = 1e-5,
+                              seed: int = 0, overwrite: bool = False) -> Path:
     """Generate sensitive trajectories from ``env``, release DP-APVI's counts at ``rho`` (known public reward), sample
-    synthetic trajectories and write them as the Minari dataset ``dataset_id``. The release guard refuses (raises
-    :class:`BudgetExceeded`, nothing written) if ε at ``privacy_delta`` exceeds ``epsilon_budget``."""
-    try:
-        from privsynth.data.minari_io import write_dataset
-    except ImportError as exc:  # pragma: no cover - only before the data layer's Minari writer is installed
-        raise PrivsynthError("writing a Minari dataset needs privsynth.data.minari_io, which is not installed") from exc
+    synthetic trajectories and write them as the Minari dataset ``dataset_id``. The release guard
+    (:func:`privsynth.privacy.guard.guarded_write`) refuses (raises :class:`~privsynth.errors.BudgetExceeded`,
+    nothing written) if ε at ``privacy_delta`` exceeds ``epsilon_budget``."""
+    from privsynth.data import minari_io
+    from privsynth.privacy.guard import check_budget, guarded_write
+
+    final = minari_io.target_path(dataset_id)
+    if final.exists() and not overwrite:
+        raise PrivsynthError(f"dataset '{dataset_id}' already exists; pass --overwrite (overwrite=True) to replace it")
     mdp, mu = make_tabular_source(env, seed=seed)
     H, S, A = mdp.shape
     sensitive = mdp.sample(mu, n_episodes, np.random.default_rng([seed, 0]))
     release = release_counts_sensitive(sensitive, S, A, np.random.default_rng([seed, 1]), rho=rho, reward=mdp.R)
-    source = {"name": mdp.name, **mdp.meta}
-    ds, eps = synthetic_dataset(release, n_synthetic or n_episodes, np.random.default_rng([seed, 3]),
-                                name=dataset_id, source=source, privacy_delta=privacy_delta)
     ledger = _package_ledger(release, privacy_delta)
-    if ledger is not None:
-        from privsynth.privacy.guard import check_budget
-
-        check_budget(ledger, epsilon_budget, privacy_delta)
-    elif eps > epsilon_budget:
-        raise BudgetExceeded(f"refusing to release: epsilon {eps:.4g} at delta {privacy_delta:g} is over the budget of {epsilon_budget:g}")
-    return write_dataset(ds, dataset_id, overwrite=overwrite)
+    check_budget(ledger, epsilon_budget, privacy_delta)  # refuse before sampling or writing anything
+    source = {"name": mdp.name, **mdp.meta}
+    ds, _ = synthetic_dataset(release, n_synthetic or n_episodes, np.random.default_rng([seed, 3]),
+                              name=dataset_id, source=source, privacy_delta=privacy_delta)
+    # the guard checks the budget again, writes to a temporary sibling, attaches the ledger and card, then renames
+    return guarded_write(final, lambda tmp: minari_io.write_dataset_dir(ds, dataset_id, tmp), ledger,
+                         epsilon_budget, privacy_delta)
