@@ -274,7 +274,14 @@ class _Engine:
     def step(self, batch: tuple[torch.Tensor, ...], b: int) -> float:
         with warnings.catch_warnings():  # Opacus' full backward hooks warn when the inputs need no gradient
             warnings.filterwarnings("ignore", message="Full backward hook is firing")
-            return self._step(batch, b)
+            try:
+                return self._step(batch, b)
+            except NotImplementedError as exc:  # Opacus' way of refusing a layer or a pattern (e.g. reused layers)
+                other = "bk" if supported(self.module) else "hooks"
+                raise PrivacyError(
+                    f"Opacus cannot train this module in {self.mode} mode ({str(exc).splitlines()[0]}); "
+                    f"try grad_sample_mode='{other}'"
+                ) from None
 
     def _step(self, batch: tuple[torch.Tensor, ...], b: int) -> float:
         self.optimizer.zero_grad(set_to_none=True)
@@ -322,7 +329,8 @@ class _Engine:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
             if std > 0:
-                p.grad.add_(torch.normal(0.0, std, size=p.shape, generator=self.gen, dtype=p.dtype))
+                noise = torch.randn(p.shape, generator=self.gen, dtype=p.dtype)
+                p.grad = noise.mul_(std).add_(p.grad)
             p.grad.div_(self.expected_batch)
         self.optimizer.step()
 
