@@ -240,3 +240,35 @@ def test_bk_sequence_norm_routes_are_exact(length, d, w):
     update, _ = _run_one_full_step(model, (x, mask), "bk", 0.3, unit="trajectory")
     for u, r in zip(update, ref):
         torch.testing.assert_close(u, r, rtol=1e-4, atol=1e-6)
+
+
+class EncoderLoss(nn.Module):
+    """A tiny nn.TransformerEncoder (optionally passed through Opacus' ModuleValidator.fix); loss summed over steps."""
+
+    def __init__(self, fix: bool) -> None:
+        super().__init__()
+        from opacus.validators import ModuleValidator
+
+        enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True), 1)
+        self.enc = ModuleValidator.fix(enc) if fix else enc
+        self.inp = nn.Linear(4, 16)
+        self.out = nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.out(self.enc(self.inp(x))) - x).pow(2).mean(-1).sum(-1)
+
+
+def test_transformer_encoder_needs_fix_then_is_exact():
+    torch.manual_seed(6)
+    x = torch.randn(5, 6, 4) * 2
+    with pytest.raises(PrivacyError, match="ModuleValidator.fix"):
+        _run_one_full_step(EncoderLoss(fix=False), (x,), "ghost", 0.05, unit="trajectory")
+    for mode in ("ghost", "bk"):
+        torch.manual_seed(7)
+        model = EncoderLoss(fix=True)
+        ref_model = EncoderLoss(fix=True)
+        ref_model.load_state_dict(model.state_dict())
+        ref = _clipped_mean_update(ref_model, (x,), 0.05)
+        update, _ = _run_one_full_step(model, (x,), mode, 0.05, unit="trajectory")
+        scale = max(float(r.abs().max()) for r in ref)
+        assert max(float((u - r).abs().max()) for u, r in zip(update, ref)) < 1e-4 * scale

@@ -244,11 +244,20 @@ class _Engine:
         self.gen = gen
         self.params = [p for p in module.parameters() if p.requires_grad]
         self.optimizer = optimizer
+        if mode == "bk":
+            self.clipper = BookKeepingClipper(module, max_grad_norm)  # raises PrivacyError naming the layer
+            self.model = None
+            return
+        from opacus.validators import ModuleValidator
+
+        problems = ModuleValidator.validate(module, strict=False)
+        if problems:
+            raise PrivacyError(
+                f"Opacus cannot train this module: {str(problems[0]).splitlines()[0]}; replace the layer (for attention: "
+                "opacus.validators.ModuleValidator.fix(module) or Linear-layer attention, see docs/privacy.md)"
+            )
         try:
-            if mode == "bk":
-                self.clipper = BookKeepingClipper(module, max_grad_norm)
-                self.model = None
-            elif mode == "ghost":
+            if mode == "ghost":
                 from opacus.grad_sample import GradSampleModuleFastGradientClipping
                 from opacus.optimizers import DPOptimizerFastGradientClipping
 
