@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData, PrivacyError
 from privsynth.synth.base import Unit
@@ -138,6 +140,7 @@ def synthesize(
                 synth.pretrain(pubs, progress=progress, checkpoint=ckpt)
             else:
                 synth.normalizer = Normalizer.fit_public(pubs)
+                synth.discrete_values = synth._discrete_support(np.concatenate([p.transition_matrix() for p in pubs]))
                 synth.public_data += [p.info.name for p in pubs]
             if done_pre is not None and pretrain:
                 synth.save(done_pre)

@@ -96,6 +96,21 @@ def test_sample_postprocessing_clips_actions_thresholds_terminals_and_drops_nan(
     assert ds.info.sensitive is False
 
 
+def test_discrete_columns_come_from_public_data_and_are_snapped(monkeypatch):
+    pub = public_data()
+    pub = dataclasses.replace(pub, rewards=(np.arange(pub.n_transitions) % 7 == 0).astype(np.float32))
+    synth = TransitionSynthesizer(tiny_config())
+    synth.config.pretrain.max_steps = 2
+    synth.pretrain(pub, progress=False)
+    assert synth.discrete_values == {6: [0.0, 1.0]}  # reward column of the toy layout; terminal excluded
+    rows = torch.randn(30, synth.data_dim) * 3
+    monkeypatch.setattr(synth, "sample_normalised", lambda n, **kw: rows[:n].clone())
+    ds = synth.sample(30)
+    assert set(np.unique(ds.rewards).tolist()) <= {0.0, 1.0}
+    synth.config.sampler.snap_discrete = False
+    assert len(np.unique(synth.sample(30).rewards)) > 2
+
+
 def test_space_mismatch_is_refused(pretrained):
     other = make_toy_dataset(lengths=(30,) * 4, obs_dim=3, sensitive=True)
     with pytest.raises(SpaceMismatch):

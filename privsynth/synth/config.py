@@ -112,6 +112,8 @@ class SamplerConfig:
     batch_size: int = 50_000  # rows per sampling batch
     terminal_threshold: float = 0.5  # terminal flag = sampled value > threshold (PrivORL gin)
     clip_actions: bool = True  # clip actions to the action space before release
+    snap_discrete: bool = True  # columns with at most `discrete_max_values` values in the PUBLIC data (e.g. a sparse
+    discrete_max_values: int = 10  # 0/1 reward) are snapped to the nearest public value (PrivORL VI-D argmax analogue)
 
 
 @dataclass

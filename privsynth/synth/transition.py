@@ -130,6 +130,7 @@ class TransitionSynthesizer(Synthesizer):
         self.history: list[dict[str, Any]] = []
         self.nonprivate_finetunes = 0  # fine-tunes on sensitive data with private=False (never releasable as DP)
         self.last_sample_stats: dict[str, Any] = {}
+        self.discrete_values: dict[int, list[float]] = {}  # column -> value set, learnt from public data only
 
     # ------------------------------------------------------------------------------------------------ building
     @property
@@ -205,6 +206,7 @@ class TransitionSynthesizer(Synthesizer):
         if self.normalizer is None:
             self.normalizer = Normalizer.fit_public(datasets)
         rows = np.concatenate([ds.transition_matrix() for ds in datasets])
+        self.discrete_values = self._discrete_support(rows)
         x = torch.as_tensor(self.normalizer.normalize(rows))
         self.public_data += [ds.info.name for ds in datasets]
         self._train_plain(
@@ -216,6 +218,16 @@ class TransitionSynthesizer(Synthesizer):
             checkpoint=Path(checkpoint) if checkpoint else None,
         )
         return self
+
+    def _discrete_support(self, public_rows: np.ndarray) -> dict[int, list[float]]:
+        """Columns (terminal excluded) with few distinct values in the public data, and those values."""
+        out: dict[int, list[float]] = {}
+        k = self.config.sampler.discrete_max_values
+        for j in range(public_rows.shape[1] - 1):
+            vals = np.unique(public_rows[:, j])
+            if 1 < len(vals) <= k:
+                out[j] = [float(v) for v in vals]
+        return out
 
     def _draw_normalised(self, model: EDM, n: int, steps: int) -> torch.Tensor:
         was = model.training
@@ -269,7 +281,7 @@ class TransitionSynthesizer(Synthesizer):
                 step = state["step"]
         self.model.train()
         losses: list[float] = []
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         t_sampling = 0.0
         bar = tqdm(total=total, initial=step, desc=phase, disable=not progress, unit="step", leave=False)
         while step < total:
@@ -312,7 +324,7 @@ class TransitionSynthesizer(Synthesizer):
                     checkpoint,
                 )
         bar.close()
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         epochs_done = step / steps_per_epoch
         self.history.append(
             {
@@ -324,6 +336,7 @@ class TransitionSynthesizer(Synthesizer):
                 "epochs": epochs_done,
                 "seconds": elapsed,
                 "seconds_per_epoch": elapsed / max(epochs_done, 1e-9),
+                "cpu_seconds_per_epoch": cpu / max(epochs_done, 1e-9),
                 "curiosity_sampling_seconds": t_sampling,
                 "curiosity_refreshes": mixer.refreshes if mixer is not None else 0,
                 "final_loss": float(np.mean(losses[-50:])) if losses else None,
@@ -425,7 +438,7 @@ class TransitionSynthesizer(Synthesizer):
             noise_multiplier=dpc.noise_multiplier,
             seed=cfg.seed,
         )
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         self.model.train()
         result = dp_train(
             loss_module,
@@ -438,7 +451,7 @@ class TransitionSynthesizer(Synthesizer):
             progress=progress,
             description=f"DP fine-tune (eps={epsilon:g}, unit={unit})",
         )
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         if self._ledger is None:
             public = list(self.public_data)
             if self.normalizer.source not in public:
@@ -465,6 +478,7 @@ class TransitionSynthesizer(Synthesizer):
                 "epochs": epochs_done,
                 "seconds": elapsed,
                 "seconds_per_epoch": elapsed / max(epochs_done, 1e-9),
+                "cpu_seconds_per_epoch": cpu / max(epochs_done, 1e-9),
                 "final_loss": float(np.mean(losses[-50:])) if losses else None,
                 "finetune_curiosity": mixer is not None,
             }
@@ -499,6 +513,10 @@ class TransitionSynthesizer(Synthesizer):
         finite = np.isfinite(rows).all(axis=1)
         dropped = int((~finite).sum())
         rows = rows[finite]
+        if self.config.sampler.snap_discrete:
+            for j, vals in self.discrete_values.items():
+                v = np.asarray(vals, dtype=np.float32)
+                rows[:, j] = v[np.abs(rows[:, j : j + 1] - v[None, :]).argmin(axis=1)]
         if self.config.sampler.clip_actions and self.template.action_low is not None and self.template.action_high is not None:
             o, a = self.obs_dim, self.act_dim
             rows[:, o : o + a] = np.clip(
@@ -519,9 +537,9 @@ class TransitionSynthesizer(Synthesizer):
         """``n`` synthetic transitions (fewer if some rows were NaN and dropped; the count is on the card)."""
         if n < 1:
             raise InvalidData(f"number of samples must be positive, got {n}")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         rows = self.sample_normalised(n, seed=seed, method=method, steps=steps, progress=progress).numpy()
-        seconds = time.perf_counter() - t0
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
         rows, dropped = self.postprocess(rows)
         if rows.shape[0] == 0:
             raise InvalidData(f"all {n} sampled rows were NaN or inf; the model diverged")
@@ -534,6 +552,7 @@ class TransitionSynthesizer(Synthesizer):
             "sampler_steps": steps
             or (self.config.sampler.heun_steps if used == "heun" else self.config.sampler.steps),
             "seconds": seconds,
+            "cpu_seconds": cpu,
             "seed": self.config.seed if seed is None else seed,
         }
         assert self.template is not None
@@ -564,6 +583,7 @@ class TransitionSynthesizer(Synthesizer):
                 "released_weights": "EMA",
                 "public_data": list(self.public_data),
                 "normalizer": self.normalizer.source if self.normalizer is not None else None,
+                "discrete_columns": {str(k): v for k, v in self.discrete_values.items()},
                 "phases": [dict(h) for h in self.history],
                 "sample": dict(self.last_sample_stats),
                 "config": config_to_dict(self.config),
@@ -594,6 +614,7 @@ class TransitionSynthesizer(Synthesizer):
             "public_data": self.public_data,
             "history": self.history,
             "nonprivate_finetunes": self.nonprivate_finetunes,
+            "discrete_values": {str(k): v for k, v in self.discrete_values.items()},
         }
 
     def save(self, path: str | Path, *, ema_only: bool = False, half: bool = False) -> Path:
@@ -636,4 +657,5 @@ class TransitionSynthesizer(Synthesizer):
         synth.public_data = list(state.get("public_data", []))
         synth.history = list(state.get("history", []))
         synth.nonprivate_finetunes = int(state.get("nonprivate_finetunes", 0))
+        synth.discrete_values = {int(k): list(v) for k, v in state.get("discrete_values", {}).items()}
         return synth
