@@ -41,7 +41,7 @@ from privsynth.errors import InvalidData, PrivsynthError
 __all__ = [
     "Suite", "Stage", "Cell", "CellContext", "register_cell", "resolve_kind", "load_suite", "run_suite",
     "cell_id", "expand_stage", "collect_records", "write_tables", "write_plots", "save_dataset", "load_dataset_file",
-    "register_dataset_source",
+    "register_dataset_source", "deep_merge",
 ]
 
 CellFn = Callable[[dict[str, Any], "CellContext"], dict[str, Any]]
@@ -155,8 +155,9 @@ class Stage:
     kind: str
     grid: dict[str, list[Any]] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
-    needs: dict[str, Any] | None = None  # {"stage": NAME, "match": [keys]}
+    needs: dict[str, Any] | None = None  # {"stage": NAME, "match": [keys], "optional": bool}
     name: str = ""
+    cases: list[dict[str, Any]] = field(default_factory=lambda: [{}])  # zipped settings, crossed with the grid
 
 
 @dataclass
@@ -216,8 +217,11 @@ def load_suite(path: str | Path, results_dir: str | Path | None = None) -> Suite
         for k, v in grid.items():
             if not isinstance(v, list) or not v:
                 raise InvalidData(f"grid entry '{k}' of stage '{s.get('name', s['kind'])}' must be a non-empty list")
-        stages.append(Stage(kind=s["kind"], grid=grid, params={**defaults, **(s.get("params") or {})},
-                            needs=s.get("needs"), name=s.get("name", s["kind"])))
+        cases = s.get("cases") or [{}]
+        if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
+            raise InvalidData(f"'cases' of stage '{s.get('name', s['kind'])}' must be a list of mappings")
+        stages.append(Stage(kind=s["kind"], grid=grid, params=deep_merge(defaults, s.get("params") or {}),
+                            needs=s.get("needs"), name=s.get("name", s["kind"]), cases=cases))
     names = [s.name for s in stages]
     if len(set(names)) != len(names):
         raise InvalidData(f"stage names in suite '{path.name}' must be unique, got {names}")
@@ -232,10 +236,19 @@ def load_suite(path: str | Path, results_dir: str | Path | None = None) -> Suite
     )
 
 
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` on top of ``base``; nested mappings merge key by key, anything else is replaced."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
 def expand_stage(stage: Stage) -> list[dict[str, Any]]:
-    """The grid's cartesian product merged over the stage params (grid keys win), in a stable order."""
+    """Stage params, then each case, then each grid point merged on top (deep merge), in a stable order."""
     keys = list(stage.grid)
-    return [{**stage.params, **dict(zip(keys, combo))} for combo in itertools.product(*(stage.grid[k] for k in keys))]
+    return [deep_merge(deep_merge(stage.params, case), dict(zip(keys, combo)))
+            for case in stage.cases for combo in itertools.product(*(stage.grid[k] for k in keys))]
 
 
 def _dataset_names(obj: Any, known: dict[str, Any]) -> set[str]:
@@ -390,12 +403,12 @@ def _plan_stage(suite: Suite, stage: Stage, finished: dict[str, list[dict[str, A
             match = stage.needs.get("match", [])
             cands = [r for r in finished.get(stage.needs["stage"], [])
                      if all(r["params"].get(k) == params.get(k) for k in match)]
-            if not cands:
+            if not cands and not stage.needs.get("optional", False):
                 blocked += 1
                 continue
             if len(cands) > 1:
                 raise InvalidData(f"stage '{stage.name}': {len(cands)} upstream cells match {({k: params.get(k) for k in match})}; add keys to 'match'")
-            upstream = cands[0]["id"]
+            upstream = cands[0]["id"] if cands else None
         names = _dataset_names(params, suite.datasets)
         specs = {n: _resolved_spec(n, suite.datasets) for n in sorted(names)}
         cell = Cell(kind=stage.kind, params=params, stage=stage.name, upstream=upstream, datasets=specs)
