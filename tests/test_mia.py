@@ -158,3 +158,37 @@ def test_audit_result_is_json_and_plots(overfit, tmp_path):
     assert np.all(np.diff(roc_["tpr"]) >= 0)
     plot_roc({"overfit": res}, str(tmp_path / "roc.png"))
     assert (tmp_path / "roc.png").stat().st_size > 1000
+
+
+# -- CLI ---------------------------------------------------------------------------------------------------------------
+def test_audit_cli(overfit, tmp_path, monkeypatch, capsys):
+    from privsynth.cli import main
+    from privsynth.commands import audit as audit_cmd
+    from privsynth.data import DatasetInfo, OfflineDataset
+    from privsynth.evaluation.runner import save_dataset
+
+    model, reference, members, non_members = overfit
+
+    def as_dataset(rows, name):  # the 4 toy columns as state(1) | action(1) | reward | next state(1)
+        n = rows.shape[0]
+        return OfflineDataset(observations=rows[:, :1], actions=rows[:, 1:2], rewards=rows[:, 2],
+                              next_observations=rows[:, 3:4], terminals=np.zeros(n, bool),
+                              timeouts=np.ones(n, bool), episode_ids=np.arange(n), info=DatasetInfo(name=name))
+
+    # a 5-wide transition model for the 1-d toy rows (state 1, action 1, reward, next state 1, terminal)
+    m5 = TinyEDM(5, width=128)
+    mem = np.concatenate([members, np.zeros((members.shape[0], 1), np.float32)], axis=1)
+    m5.fit(mem, steps=600)
+    save_dataset(as_dataset(members, "members"), tmp_path / "members.npz")
+    save_dataset(as_dataset(non_members, "non"), tmp_path / "non.npz")
+    monkeypatch.setattr(audit_cmd, "_load_synth", lambda path: m5)
+    out = tmp_path / "audit.json"
+    code = main(["audit", "--checkpoint", "x.pt", "--members", str(tmp_path / "members.npz"), "--non-members",
+                 str(tmp_path / "non.npz"), "--out", str(out), "--repeats", "4", "--plot", str(tmp_path / "roc.png"),
+                 "--reference", "ref.pt"])
+    assert code == 0
+    res = json.loads(out.read_text())
+    assert set(res["attacks"]) == {"loss", "pia", "loss_ref"} and res["attacks"]["loss"]["n_members"] == 32
+    assert "TPR@1%" in capsys.readouterr().out and (tmp_path / "roc.png").exists()
+    assert main(["audit", "--checkpoint", "x.pt", "--members", str(tmp_path / "members.npz"), "--non-members",
+                 str(tmp_path / "non.npz"), "--out", str(out), "--attacks", "loss_ref"]) == 2
