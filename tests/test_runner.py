@@ -135,3 +135,26 @@ def test_bench_cli(tmp_path, capsys):
     assert "2 skipped" in text
     assert "2.000" in (out / "cli" / "tables" / "t.md").read_text()
     assert main(["bench", str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_cases_cross_the_grid_and_optional_upstream(tmp_path):
+    suite = write_suite(tmp_path, """
+        name: c
+        stages:
+          - {name: pre, kind: echo, grid: {pretrain: [yes_]}, params: {value: 7}}
+          - name: syn
+            kind: echo
+            needs: {stage: pre, match: [pretrain], optional: true}
+            params: {cfg: {a: 1, b: 2}}
+            cases:
+              - {pretrain: yes_, cfg: {b: 3}}
+              - {pretrain: none}
+            grid: {seed: [0, 1]}
+        """)
+    cells = expand_stage(suite.stages[1])
+    assert len(cells) == 4 and cells[0]["cfg"] == {"a": 1, "b": 3} and cells[2]["cfg"] == {"a": 1, "b": 2}
+    res = run_suite(suite, progress=False, log=lambda _: None)
+    assert res["ran"] == 5 and res["blocked"] == 0
+    recs = collect_records(suite, stage="syn")
+    linked = [r["result"].get("upstream_value") for r in sorted(recs, key=lambda r: r["params"]["pretrain"])]
+    assert linked == [None, None, 7, 7]

@@ -26,6 +26,15 @@ from privsynth.evaluation.runner import CellContext, load_dataset_file, register
 
 
 # ----------------------------------------------------------------------------------------------------- helpers
+SYNTHESIZERS = ("privorl_n",)  # names a suite may use for ``synthesizer`` (plus "real" in downstream cells)
+
+
+def _check_synthesizer(params: dict[str, Any]) -> None:
+    name = params.get("synthesizer", "privorl_n")
+    if name not in SYNTHESIZERS:
+        raise InvalidData(f"unknown synthesizer '{name}': the runner knows {', '.join(SYNTHESIZERS)}")
+
+
 def _apply(obj: Any, overrides: dict[str, Any], where: str = "config") -> None:
     for key, value in overrides.items():
         if not hasattr(obj, key):
@@ -78,6 +87,7 @@ def pretrain_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     """Pre-train on the public datasets and save the checkpoint (PrivORL §V-B)."""
     from privsynth.synth import TransitionSynthesizer
 
+    _check_synthesizer(params)
     cfg = synth_config(params.get("config"), int(params.get("seed", 0)))
     synth = TransitionSynthesizer(cfg)
     t0 = time.perf_counter()
@@ -93,6 +103,7 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     from privsynth.data.normalize import Normalizer
     from privsynth.synth import TransitionSynthesizer
 
+    _check_synthesizer(params)
     seed = int(params.get("seed", 0))
     epsilon = params.get("epsilon")
     sensitive = ctx.dataset(params["data"]["sensitive"])

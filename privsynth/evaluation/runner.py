@@ -118,9 +118,10 @@ def _random_dataset(episodes: int = 4, length: int = 10, obs_dim: int = 2, act_d
 
 @register_dataset_source("pointmaze")
 def _pointmaze_dataset(**spec) -> OfflineDataset:
-    from privsynth.data.pointmaze import generate_pointmaze  # data helper
+    """``privsynth.data.pointmaze.generate_pointmaze`` with the spec's PointMazeConfig fields (maze, steps, seed, ...)."""
+    from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze  # data helper
 
-    return generate_pointmaze(**spec)
+    return generate_pointmaze(PointMazeConfig(**spec), progress=False)
 
 
 @register_dataset_source("minari")
@@ -436,7 +437,7 @@ def run_suite(suite: Suite, *, workers: int | None = None, only: Iterable[str] |
             todo = []
         summary["skipped"] += len(cells) - len(todo)
         log(f"[{suite.name}] stage {stage.name}: {len(cells)} cells, {len(cells) - len(todo)} finished, {len(todo)} to run"
-            + (f", {blocked} blocked by failed upstream cells" if blocked else ""))
+            + (f", {blocked} waiting on unfinished or failed upstream cells" if blocked else ""))
         if not dry_run and todo:
             by_id = {r["id"]: r for recs in finished.values() for r in recs}
             payloads = [{"id": c.id, "kind": c.kind, "stage": c.stage, "params": c.params, "upstream": c.upstream,
@@ -523,8 +524,8 @@ def summary_table(records: list[dict[str, Any]], rows: list[str], values: list[s
     present = [v for v in values if v in df.columns]
     if not present:
         return pd.DataFrame()
-    keyed = df[keys].astype(str) if keys else None
-    groups = df.groupby([keyed[k] for k in keys], sort=True) if keys else [((), df)]
+    keyed = df[keys].astype(object).where(df[keys].notna(), "–").astype(str) if keys else None
+    groups = df.groupby([keyed[k] for k in keys], sort=True, dropna=False) if keys else [((), df)]
     out = []
     for key, g in groups:
         key = key if isinstance(key, tuple) else (key,)
