@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import textwrap
 
+import numpy as np
 import pytest
 
 from privsynth.cli import main
@@ -158,3 +159,23 @@ def test_cases_cross_the_grid_and_optional_upstream(tmp_path):
     recs = collect_records(suite, stage="syn")
     linked = [r["result"].get("upstream_value") for r in sorted(recs, key=lambda r: r["params"]["pretrain"])]
     assert linked == [None, None, 7, 7]
+
+
+def test_transition_split_partitions_rows(tmp_path):
+    from privsynth.evaluation.runner import _random_dataset, split_transitions
+
+    ds = _random_dataset(episodes=5, length=8, seed=3)
+    a, b = split_transitions(ds, 0.25, seed=1)
+    assert a.n_transitions == 10 and b.n_transitions == 30
+    rows = np.concatenate([a.transition_matrix(), b.transition_matrix()])
+    assert np.allclose(np.sort(rows, axis=0), np.sort(ds.transition_matrix(), axis=0))
+    assert not set(map(tuple, a.transition_matrix())) & set(map(tuple, b.transition_matrix()))
+
+
+def test_renamed_stage_adopts_finished_cells(tmp_path):
+    suite = write_suite(tmp_path, SUITE)
+    run_suite(suite, progress=False, log=lambda _: None)
+    renamed = write_suite(tmp_path, SUITE.replace("name: make", "name: build").replace("stage: make", "stage: build"))
+    res = run_suite(renamed, progress=False, log=lambda _: None)
+    assert res["ran"] == 0 and res["skipped"] == 12 and res["blocked"] == 0
+    assert len(collect_records(renamed, stage="build")) == 4

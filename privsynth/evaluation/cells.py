@@ -170,8 +170,10 @@ def fidelity_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
 
 @register_cell("mia")
 def mia_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
-    """Membership inference on the upstream fine-tuned checkpoint (PrivORL Table VI); members are its fine-tuning
-    data, non-members ``data.holdout``; the public pre-trained checkpoint, when there is one, calibrates."""
+    """Membership inference on the upstream checkpoint (PrivORL Table VI): members ``data.sensitive`` (the target's
+    fine-tuning set), non-members ``data.holdout``; the public pre-trained checkpoint the target was fine-tuned from,
+    when there is one, is the reference model. With a ``pretrain`` upstream it attacks a model that never saw the
+    members (a control: any signal there is distribution shift between the two sets, not leakage)."""
     from privsynth.evaluation.mia import LossAttack, ReferenceAttack, as_adapter, make_attack, run_audit
     from privsynth.synth import TransitionSynthesizer
 
@@ -192,7 +194,7 @@ def mia_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
             attacks.append(ReferenceAttack(make_attack(name[: -len("_ref")], **spec), reference))
         else:
             attacks.append(make_attack(name, **spec))
-    members = ctx.dataset(ctx.upstream["params"]["data"]["sensitive"])
+    members = ctx.dataset(params["data"]["sensitive"])  # the suite keeps it equal to the target's fine-tuning set
     non_members = ctx.dataset(params["data"]["holdout"])
     audit = run_audit(target, members, non_members, attacks, unit=params.get("unit", "transition"),
                       max_units=params.get("max_units", 1000), seed=int(params.get("seed", 0)))

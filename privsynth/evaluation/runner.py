@@ -304,6 +304,24 @@ def _resolved_spec(name: str, specs: dict[str, Any]) -> Any:
     return spec
 
 
+def split_transitions(ds: OfflineDataset, fraction: float, seed: int = 0) -> tuple[OfflineDataset, OfflineDataset]:
+    """Random split of the *transitions* (PrivORL's ``train_test_split`` on rows): the unit of transition-level DP.
+
+    Rows keep their episode ids (episodes become gappy, which transition-level consumers do not mind).
+    """
+    if not 0.0 < fraction < 1.0:
+        raise InvalidData(f"split fraction must be in (0, 1), got {fraction}")
+    n = ds.n_transitions
+    perm = np.random.default_rng(seed).permutation(n)
+    k = min(max(int(round(fraction * n)), 1), n - 1)
+
+    def take(idx: np.ndarray) -> OfflineDataset:
+        idx = np.sort(idx)
+        return OfflineDataset(**{a: getattr(ds, a)[idx] for a in _ARRAYS}, info=DatasetInfo.from_dict(ds.info.to_dict()))
+
+    return take(perm[:k]), take(perm[k:])
+
+
 def prepare_datasets(suite: Suite) -> None:
     """Generate, load or split every declared dataset once, in the main process, caching them as ``.npz``."""
     done: set[str] = set()
@@ -322,8 +340,15 @@ def prepare_datasets(suite: Suite) -> None:
             if "split_of" in spec:
                 parent = spec.pop("split_of")
                 build(parent, chain + (name,))
-                first, second = load_dataset_file(_dataset_path(suite.out, parent, suite.datasets)).split_episodes(
-                    float(spec.get("fraction", 0.8)), seed=int(spec.get("seed", 0)))
+                whole = load_dataset_file(_dataset_path(suite.out, parent, suite.datasets))
+                fraction, seed = float(spec.get("fraction", 0.8)), int(spec.get("seed", 0))
+                by = spec.get("by", "episode")
+                if by == "episode":
+                    first, second = whole.split_episodes(fraction, seed=seed)
+                elif by == "transition":
+                    first, second = split_transitions(whole, fraction, seed)
+                else:
+                    raise InvalidData(f"dataset '{name}': split 'by' must be 'episode' or 'transition', got '{by}'")
                 ds = first if spec.get("part", "first") == "first" else second
             else:
                 source = spec.pop("source", None)
@@ -453,8 +478,15 @@ def run_suite(suite: Suite, *, workers: int | None = None, only: Iterable[str] |
                     summary["failed"] += 1
                     summary["failures"].append({"id": rec["id"], "error": rec["error"].splitlines()[0]})
                     log(f"[{suite.name}] cell {rec['id']} failed: {rec['error'].splitlines()[0]}")
-        ids = {c.id for c in cells}
-        finished[stage.name] = [r for r in collect_records(suite, stage=stage.name) if r["id"] in ids]
+        finished[stage.name] = []
+        for c in cells:  # a finished cell may have been produced under another stage name: adopt it
+            path = cells_dir / f"{c.id}.json"
+            if path.exists():
+                rec = json.loads(path.read_text())
+                if rec["stage"] != stage.name and not dry_run:
+                    rec["stage"] = stage.name
+                    _write_json(path, rec)
+                finished[stage.name].append(rec)
     if not dry_run:
         summary["tables"] = [str(p) for p in write_tables(suite)]
         summary["plots"] = [str(p) for p in write_plots(suite)]
