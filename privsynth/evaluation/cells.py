@@ -204,3 +204,23 @@ def mia_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
         for alpha, tpr in att["tpr_at_fpr"].items():
             flat[f"{name}_tpr@{float(alpha) * 100:g}%"] = tpr
     return flat
+
+
+@register_cell("cost")
+def cost_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
+    """Resource cost of the upstream synthesize cell (PrivORL Table XI): wall time per phase, time per optimiser step,
+    sampling throughput, checkpoint size, parameters, peak memory of the worker process."""
+    if ctx.upstream is None:
+        raise InvalidData(f"cost cell {ctx.cell_id} needs an upstream synthesize cell")
+    res = ctx.upstream["result"]
+    out = {k: res[k] for k in ("finetune_seconds", "sample_seconds", "n_parameters", "peak_rss_mb") if k in res}
+    steps = res.get("dp_steps")
+    if steps:
+        out["seconds_per_step"] = res["finetune_seconds"] / steps
+    if res.get("sample_seconds") and res.get("n_synthetic"):
+        out["samples_per_second"] = res["n_synthetic"] / res["sample_seconds"]
+    model = ctx.upstream_dir / "model.pt"
+    if model.exists():
+        out["checkpoint_mb"] = model.stat().st_size / 2**20
+    out["private"] = ctx.upstream["params"].get("epsilon") is not None
+    return out
