@@ -22,7 +22,9 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from privsynth.evaluation.runner import load_suite, run_suite, write_plots, write_tables
+    from privsynth.evaluation.runner import _init_worker, load_suite, run_suite, write_plots, write_tables
+
+    _init_worker()  # cells run inline when workers == 1: one torch thread, as in the pool workers
 
     suite = load_suite(args.suite, results_dir=args.results_dir)
     if args.tables_only:
