@@ -131,3 +131,15 @@ def test_cli_evaluate_end_to_end(datasets, encoder, tmp_path, capsys):
     # a missing dataset is a one-line error with exit status 2
     assert main(["evaluate", "--synthetic", "test/nope-v0", "--real", "test/real-v0", "--out", str(out)]) == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_report_with_real_agents(datasets, tmp_path):
+    pytest.importorskip("privsynth.evaluation.agents")
+    real, synth, _ = datasets
+    rep = evaluate_synthetic(synth, real, agents=["td3bc"], seeds=[0], num_updates=20,
+                             agent_kwargs={"eval_every": 20, "eval_episodes": 1, "max_episode_steps": 50},
+                             tsne=False, out=tmp_path / "ag.json")
+    entry = rep["agents"]["td3bc"]["synthetic"]
+    assert entry["seeds"] == [0] and entry["runs"][0]["num_updates"] == 20
+    assert entry["final_mean"] is not None
+    assert "| td3bc | synthetic |" in (tmp_path / "ag.md").read_text()
