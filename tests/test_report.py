@@ -143,3 +143,17 @@ def test_report_with_real_agents(datasets, tmp_path):
     assert entry["seeds"] == [0] and entry["runs"][0]["num_updates"] == 20
     assert entry["final_mean"] is not None
     assert "| td3bc | synthetic |" in (tmp_path / "ag.md").read_text()
+
+
+def test_trajscore_skipped_for_independent_transitions_without_training(datasets, tmp_path, monkeypatch):
+    import privsynth.evaluation.trajscore as ts_mod
+
+    real, synth, public = datasets
+    flat = dataclasses.replace(synth, episode_ids=np.arange(synth.n_transitions))
+
+    def boom(*a, **k):
+        raise AssertionError("the encoder must not be trained when TrajScore cannot be computed")
+
+    monkeypatch.setattr(ts_mod, "fit_trajscore_encoder", boom)
+    rep = evaluate_synthetic(flat, real, public=public, tsne=False, out=tmp_path / "f.json")
+    assert "no episode of at least" in rep["trajscore"]["skipped"]

@@ -73,11 +73,20 @@ def _timed(timings: dict[str, float], name: str, fn: Callable[[], Any]) -> Any:
 def _trajscore_section(
     synthetic: OfflineDataset, real: OfflineDataset, public: OfflineDataset | None, encoder: Any, progress: bool
 ) -> dict[str, Any]:
-    from privsynth.evaluation.trajscore import fit_trajscore_encoder, trajscore, trajscore_baseline
+    from privsynth.evaluation.trajscore import (
+        TrajScoreConfig,
+        fit_trajscore_encoder,
+        trajectory_windows,
+        trajscore,
+        trajscore_baseline,
+    )
 
     if encoder is None and public is None:
         return {"skipped": "no public trajectories to train the TrajScore encoder (pass public= or an encoder)"}
     try:
+        window = encoder.config.window if encoder is not None else TrajScoreConfig().window
+        for ds in (synthetic, real):  # cheap check first: independent transitions have no TrajScore
+            trajectory_windows(ds, window)
         if encoder is None:
             encoder = fit_trajscore_encoder(public, progress=progress)  # type: ignore[arg-type]
         out = trajscore(synthetic, real, encoder)
