@@ -157,3 +157,16 @@ def test_trajscore_skipped_for_independent_transitions_without_training(datasets
     monkeypatch.setattr(ts_mod, "fit_trajscore_encoder", boom)
     rep = evaluate_synthetic(flat, real, public=public, tsne=False, out=tmp_path / "f.json")
     assert "no episode of at least" in rep["trajscore"]["skipped"]
+
+
+def test_report_trains_and_saves_encoder_from_public(datasets, tmp_path, monkeypatch):
+    import privsynth.evaluation.trajscore as ts_mod
+
+    real, synth, public = datasets
+    small = TrajScoreConfig(window=16, hidden=32, embed_dim=8, steps=20)
+    original = ts_mod.fit_trajscore_encoder
+    monkeypatch.setattr(ts_mod, "fit_trajscore_encoder", lambda data, config=None, **k: original(data, small, **k))
+    rep = evaluate_synthetic(synth, real, public=public, tsne=False, out=tmp_path / "e.json")
+    assert rep["trajscore"]["encoder_file"] == "e_trajscore_encoder.pt"
+    loaded = ts_mod.TrajEncoder.load(tmp_path / "e_trajscore_encoder.pt")
+    assert ts_mod.trajscore(synth, real, loaded)["trajscore"] == rep["trajscore"]["trajscore"]
