@@ -63,3 +63,34 @@ def test_kickstart_utility_and_curve_helpers():
     assert steps_to_threshold(c, 1000, 0) == float("inf")
     u = kickstart_utility({"fast": np.array([c, c]), "slow": np.array([c - 50, c - 50])}, 1000, -100)
     assert u["fast"] == 4000 and u["slow"] == float("inf")
+
+
+def test_cli_cost_prints_the_paper_headline(capsys):
+    from privsynth.cli import main
+
+    rc = main(["kickstart", "cost", "--m", "6", "--lipschitz", "1", "--b", "0.0153", "--delta-per-query", "0.0509",
+               "--k", "5"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "4.456" in out and "not dataset DP" in out
+
+
+def test_teacher_from_stored_dataset_feeds_a_student(tmp_path):
+    import gymnasium as gym
+
+    from privsynth.data.minari_io import write_dataset
+    from privsynth.methods.kickstart.experiments import SuiteConfig, run_student, teacher_from_dataset
+    from privsynth.methods.kickstart.offline import collect_dataset
+    from privsynth.methods.kickstart.ppo import PPOConfig
+
+    torch.manual_seed(0)
+    rand = torch.nn.Linear(4, 2)
+    ds = collect_dataset(gym.make("CartPole-v1"), rand, 5, env_id="CartPole-v1", sensitive=False, name="cp")
+    card = {"epsilon": 1.5, "delta": 1e-5, "unit": "trajectory"}
+    ds = dataclasses.replace(ds, info=dataclasses.replace(ds.info, privacy_card=card))
+    write_dataset(ds, "privsynth/cartpole-kick-v0")
+    cfg = SuiteConfig(env_id="CartPole-v1", student=PPOConfig(epochs=1, steps_per_epoch=200, train_pi_iters=5, train_v_iters=5))
+    info = teacher_from_dataset("privsynth/cartpole-kick-v0", cfg, tmp_path, epochs=2)
+    assert info["dataset_card"] == card and info["lipschitz_restricted"] > 0
+    rec = run_student("aware-silent", 0, cfg, tmp_path)
+    assert rec["teacher_answered"] == 200 and rec["query_ledger"]["queries"] == 200
+    assert (tmp_path / "runs" / "aware-silent_s0.json").exists()

@@ -24,7 +24,7 @@ from privsynth.methods.kickstart.ppo import KickstartedPPO, PPOConfig, mlp
 from privsynth.methods.kickstart.teacher import PrivateTeacher, TeacherConfig
 
 __all__ = ["SuiteConfig", "CONFIGS", "make_env", "train_teacher", "load_teacher", "run_student", "summarise",
-           "steps_to_threshold", "smoothed_curve"]
+           "steps_to_threshold", "smoothed_curve", "teacher_from_dataset", "build_teacher"]
 
 CONFIGS = ("ppo", "nonprivate", "unaware-sampling", "unaware-silent", "aware-sampling", "aware-silent")
 
@@ -95,6 +95,46 @@ def _eval_restricted(pi: torch.nn.Module, cfg: SuiteConfig, episodes: int, seed:
     return float(np.mean(out))
 
 
+def teacher_from_dataset(dataset_id: str, cfg: SuiteConfig, out: Path, epochs: int = 30, seed: int = 0) -> dict[str, Any]:
+    """Behaviour-cloning teacher on a stored, non-sensitive dataset (e.g. a DP synthetic release), saved like
+    :func:`train_teacher` so the suite's students can use it; the dataset's privacy card is kept in teacher.json."""
+    from privsynth.data.minari_io import load_dataset
+    from privsynth.methods.kickstart.offline import BCConfig, train_bc_teacher
+
+    ds = load_dataset(dataset_id)
+    env = make_env(cfg.env_id)
+    net = train_bc_teacher(ds, int(env.action_space.n), BCConfig(hidden=cfg.teacher_hidden, epochs=epochs, seed=seed))
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save(net.state_dict(), out / "teacher.pt")
+    info = {
+        "env_id": cfg.env_id, "hidden": list(cfg.teacher_hidden), "epochs": epochs, "seed": seed,
+        "source": f"behaviour cloning on dataset {dataset_id}",
+        "dataset_card": ds.info.privacy_card,
+        "lipschitz_restricted": lipschitz_upper_bound(net, eta=cfg.eta),
+        "lipschitz_raw": lipschitz_upper_bound(net),
+        "eval_return": _eval_policy(net, cfg, episodes=10),
+        "eval_return_restricted": _eval_restricted(net, cfg, episodes=10),
+    }
+    (out / "teacher.json").write_text(json.dumps(info, indent=2))
+    return info
+
+
+@torch.no_grad()
+def _eval_policy(pi: torch.nn.Module, cfg: SuiteConfig, episodes: int, seed: int = 20_000) -> float:
+    env = make_env(cfg.env_id)
+    out = []
+    for i in range(episodes):
+        o, _ = env.reset(seed=seed + i)
+        done, total = False, 0.0
+        while not done:
+            p = torch.softmax(pi(torch.as_tensor(o, dtype=torch.float32)[None]), -1)[0]
+            o, r, term, trunc, _ = env.step(int(torch.multinomial(p, 1)))
+            total += float(r)
+            done = term or trunc
+        out.append(total)
+    return float(np.mean(out))
+
+
 def load_teacher(out: Path, cfg: SuiteConfig) -> tuple[torch.nn.Module, dict[str, Any]]:
     path = out / "teacher.pt"
     if not path.exists():
@@ -111,7 +151,7 @@ def build_teacher(name: str, net: torch.nn.Module, info: dict[str, Any], cfg: Su
     if name == "ppo":
         return None
     if name == "nonprivate":
-        return PrivateTeacher(net, None, TeacherConfig(private=False), seed=seed)
+        return PrivateTeacher(net, None, TeacherConfig(private=False), seed=seed, dataset_card=info.get("dataset_card"))
     silent = name.endswith("silent")
     mech = DirichletMechanism(m=int(net[-1].out_features), L=float(info["lipschitz_restricted"]), b=cfg.b,
                               eta=cfg.eta, delta_per_query=cfg.delta_per_query)
@@ -119,7 +159,7 @@ def build_teacher(name: str, net: torch.nn.Module, info: dict[str, Any], cfg: Su
         k0=cfg.k0, c=cfg.c, k_min=cfg.k_min if silent else 0.0,
         eps_budget=cfg.eps_budget if silent else None, delta_budget=cfg.delta_budget if silent else None,
     )
-    return PrivateTeacher(net, mech, tc, seed=10_000 + seed)
+    return PrivateTeacher(net, mech, tc, seed=10_000 + seed, dataset_card=info.get("dataset_card"))
 
 
 def run_student(name: str, seed: int, cfg: SuiteConfig, out: Path) -> dict[str, Any]:

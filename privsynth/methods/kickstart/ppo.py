@@ -222,7 +222,7 @@ class KickstartedPPO:
             if use_pen:
                 pen = privacy_aware_penalty(logits, TV, HAS, K, lam=cfg.kick_lambda, beta=cfg.kick_beta)
                 loss = loss + cfg.kick_weight * pen
-                pen_val = float(pen)
+                pen_val = float(pen.detach())
             self.pi_opt.zero_grad()
             loss.backward()
             self.pi_opt.step()
