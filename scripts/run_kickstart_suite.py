@@ -2,7 +2,8 @@
 
     OMP_NUM_THREADS=1 python scripts/run_kickstart_suite.py --out evaluation/kickstarting --seeds 5 --epochs 30 --workers 2
 
-Re-run only the summary/plot from stored runs with ``--summarise-only``.
+Runs already stored under OUT/runs are kept (delete them to re-run). Re-run only the summary/plot from stored runs
+with ``--summarise-only``; the table uses only the seeds every configuration has finished.
 """
 from __future__ import annotations
 
@@ -23,8 +24,13 @@ from privsynth.methods.kickstart.experiments import CONFIGS, SuiteConfig, run_st
 def _job(args: tuple[str, int, SuiteConfig, Path]) -> str:
     torch.set_num_threads(1)
     name, seed, cfg, out = args
+    if (out / "runs" / f"{name}_s{seed}.json").exists():
+        return f"{name} seed {seed}: stored run kept"
     t0 = time.time()
-    rec = run_student(name, seed, cfg, out)
+    try:
+        rec = run_student(name, seed, cfg, out)
+    except Exception as exc:  # one failed run must not stop the suite; it is reported and missing from the table
+        return f"{name} seed {seed}: FAILED {type(exc).__name__}: {exc}"
     last = [e["ep_return"] for e in rec["curve"]][-5:]
     return f"{name} seed {seed}: {time.time() - t0:.0f}s, last-5 returns {np.round(last, 1).tolist()}"
 

@@ -136,3 +136,14 @@ def test_radius_values_and_mechanism_cost():
     assert c.epsilon == pytest.approx(_eq12(5.0, 3, 0.1, math.exp(c.log_tau), 2.0, 0.01), rel=1e-9)
     with pytest.raises(PrivacyError):
         DirichletMechanism(m=3, L=1.0, b=0.1, eta=0.5)
+
+
+def test_cost_stays_finite_for_vanishing_k():
+    # the 'sampling' teacher keeps decaying k (0.9^200 * 5 ~ 1e-9 and below): the cost tends to a constant, not 0
+    mech = DirichletMechanism(m=3, L=14.0, b=1e-3, eta=0.1, delta_per_query=1e-6)
+    costs = [mech.cost(k) for k in (5.0, 1e-3, 2.5e-10, 1e-60)]
+    assert all(np.isfinite(c.epsilon) and c.delta <= 1e-6 for c in costs)
+    assert costs[-1].epsilon >= eps_floor(3, 0.1)
+    assert costs[-1].epsilon == pytest.approx(costs[-2].epsilon, rel=1e-6)
+    x = sample_dirichlet(np.array([0.5, 0.3, 0.2]), 1e-60, np.random.default_rng(0))
+    assert np.isfinite(x).all() and x.max() == pytest.approx(1.0)

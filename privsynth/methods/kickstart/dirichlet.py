@@ -155,7 +155,7 @@ def log_tau_for_delta(k: float, m: int, eta: float, delta: float) -> float:
     lo = -1.0
     while f(lo) > 0:
         lo *= 2.0
-        if lo < -1e12:
+        if lo < -1e300:
             raise PrivacyError(f"no tau reaches per-query delta {delta:g} at k={k:g}")
     lt = brentq(f, lo, hi, xtol=1e-12, rtol=1e-12)
     step = 1e-9 * max(1.0, abs(lt))

@@ -216,13 +216,18 @@ def steps_to_threshold(curve: np.ndarray, steps_per_epoch: int, threshold: float
     return float((hit[0] + 1) * steps_per_epoch) if len(hit) else math.inf
 
 
-def summarise(out: Path, threshold: float) -> dict[str, Any]:
+def summarise(out: Path, threshold: float, complete_seeds: bool = True) -> dict[str, Any]:
     """Per configuration: seeds, mean ± std over seeds of AUC (mean smoothed return), final return (last 5 epochs),
-    steps to ``threshold``, teacher answers and query-ledger totals."""
+    steps to ``threshold``, teacher answers and query-ledger totals. ``complete_seeds``: keep only the seeds every
+    configuration has finished, so all rows compare the same seeds."""
     runs: dict[str, list[dict[str, Any]]] = {}
     for path in sorted((out / "runs").glob("*.json")):
         rec = json.loads(path.read_text())
         runs.setdefault(rec["config"], []).append(rec)
+    if complete_seeds and runs:
+        common = set.intersection(*({r["seed"] for r in recs} for recs in runs.values()))
+        runs = {k: [r for r in v if r["seed"] in common] for k, v in runs.items()}
+        runs = {k: v for k, v in runs.items() if v}
     table: dict[str, Any] = {}
     for name in [c for c in CONFIGS if c in runs]:
         recs = sorted(runs[name], key=lambda r: r["seed"])
