@@ -338,8 +338,8 @@ class _Engine:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
             if std > 0:
-                noise = torch.randn(p.shape, generator=self.gen, dtype=p.dtype)
-                p.grad = noise.mul_(std).add_(p.grad)
+                noise = torch.randn(p.shape, generator=self.gen, dtype=p.dtype)  # the seeded CPU generator
+                p.grad = noise.to(p.device).mul_(std).add_(p.grad)
             p.grad.div_(self.expected_batch)
         self.optimizer.step()
 
