@@ -1,0 +1,250 @@
+"""``privsynth datasets``: make, list, show, import, export and delete local (Minari) datasets.
+
+Thin wrappers over :mod:`privsynth.data.pointmaze` and :mod:`privsynth.data.minari_io`; every user error is a
+:class:`~privsynth.errors.PrivsynthError` (one line, exit status 2).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privsynth.errors import InvalidData, PrivsynthError
+
+NPZ_KEYS = ("observations", "actions", "rewards", "next_observations", "terminals")
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("datasets", help="make, list and inspect local offline-RL datasets (Minari store)")
+    p.set_defaults(func=lambda args: _help(p))
+    sub = p.add_subparsers(dest="datasets_command", metavar="ACTION")
+
+    make = sub.add_parser("make", help="generate a dataset")
+    make.set_defaults(func=lambda args: _help(make))
+    make_sub = make.add_subparsers(dest="generator", metavar="GENERATOR")
+    pm = make_sub.add_parser(
+        "pointmaze", help="PointMaze, made as D4RL maze2d (waypoint controller + action noise, one long run)"
+    )
+    pm.add_argument("--maze", default="umaze", help="open | umaze | medium | large (default umaze)")
+    pm.add_argument("--steps", type=int, default=100_000, help="environment steps to collect (default 100000)")
+    pm.add_argument("--seed", type=int, default=0)
+    pm.add_argument("--dense", action="store_true", help="dense reward exp(-distance) instead of sparse 0/1")
+    pm.add_argument("--action-noise", type=float, default=0.5, help="std of Gaussian action noise (default 0.5)")
+    pm.add_argument("--ref-episodes", type=int, default=100, help="episodes per reference policy (default 100)")
+    pm.add_argument("--name", default=None, help="dataset id (default privsynth/pointmaze-<maze>[-dense]-v0)")
+    pm.add_argument("--overwrite", action="store_true", help="replace an existing dataset with this id")
+    pm.add_argument("--quiet", action="store_true", help="no progress bar")
+    pm.set_defaults(func=_make_pointmaze)
+
+    ls = sub.add_parser("list", help="list local datasets")
+    ls.add_argument("--json", action="store_true", help="print JSON")
+    ls.set_defaults(func=_list)
+
+    show = sub.add_parser("show", help="episodes, steps, dims, reference scores and privacy card of a dataset")
+    show.add_argument("dataset_id", nargs="?", metavar="ID")
+    show.add_argument("--json", action="store_true", help="print JSON")
+    show.set_defaults(func=_show)
+
+    imp = sub.add_parser("import", help="import a D4RL-style .npz (observations, actions, rewards, ...)")
+    imp.add_argument("path", nargs="?", metavar="FILE.npz")
+    imp.add_argument("--name", default=None, help="dataset id (default: the file name)")
+    imp.add_argument("--env-id", default=None, help="gymnasium id of the environment the data came from")
+    imp.add_argument("--overwrite", action="store_true")
+    imp.set_defaults(func=_import)
+
+    exp = sub.add_parser("export", help="write a dataset as a D4RL-style .npz (with episode_ids and timeouts)")
+    exp.add_argument("dataset_id", nargs="?", metavar="ID")
+    exp.add_argument("path", nargs="?", metavar="FILE.npz")
+    exp.set_defaults(func=_export)
+
+    rm = sub.add_parser("delete", help="delete a local dataset")
+    rm.add_argument("dataset_id", nargs="?", metavar="ID")
+    rm.set_defaults(func=_delete)
+
+
+def _help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def _need_id(args: argparse.Namespace) -> str:
+    if not getattr(args, "dataset_id", None):
+        raise PrivsynthError("a dataset id is required (see `privsynth datasets list`)")
+    return args.dataset_id
+
+
+def _fmt_score(x: Any) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+# ---------------------------------------------------------------------------------------------------- make
+def _make_pointmaze(args: argparse.Namespace) -> int:
+    from privsynth.data import minari_io
+    from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze
+
+    cfg = PointMazeConfig(
+        maze=args.maze,
+        steps=args.steps,
+        seed=args.seed,
+        dense=args.dense,
+        action_noise=args.action_noise,
+        ref_episodes=args.ref_episodes,
+    )
+    dataset_id = minari_io.resolve_id(args.name or cfg.dataset_name, for_write=True)
+    if minari_io.dataset_exists(dataset_id) and not args.overwrite:
+        raise PrivsynthError(f"dataset '{dataset_id}' already exists; pass --overwrite to replace it")
+    cfg.name = dataset_id
+    t0 = time.perf_counter()
+    ds = generate_pointmaze(cfg, progress=not args.quiet)
+    t1 = time.perf_counter()
+    path = minari_io.write_dataset(ds, dataset_id, overwrite=args.overwrite)
+    t2 = time.perf_counter()
+    s = ds.summary()
+    print(f"wrote {dataset_id} -> {path}")
+    print(
+        f"  {s['episodes']} episodes, {s['transitions']} transitions, obs {s['obs_dim']} / act {s['act_dim']} dims, "
+        f"mean episode length {s['episode_length_mean']:.1f}, mean return {s['episode_return_mean']:.3f}"
+    )
+    print(
+        f"  reference scores on {ds.info.env_id} (fixed goal, {ds.info.env_kwargs['max_episode_steps']} steps): "
+        f"random {_fmt_score(ds.info.ref_min_score)}, expert {_fmt_score(ds.info.ref_max_score)}"
+    )
+    print(f"  collected + reference scores in {t1 - t0:.1f} s, written in {t2 - t1:.1f} s")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------- list / show
+def _list(args: argparse.Namespace) -> int:
+    from privsynth.data import minari_io
+
+    rows = [minari_io.describe(i) for i in minari_io.list_datasets()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("no local datasets (privsynth datasets make pointmaze --maze umaze)")
+        return 0
+    header = f"{'ID':<44} {'EPISODES':>9} {'STEPS':>10} {'SENSITIVE':>9} {'EPSILON':>8}  ENV"
+    print(header)
+    for r in rows:
+        eps = "-" if r["epsilon"] is None else f"{r['epsilon']:g}"
+        print(
+            f"{r['id']:<44} {r['episodes']!s:>9} {r['transitions']!s:>10} {('yes' if r['sensitive'] else 'no'):>9} "
+            f"{eps:>8}  {r['env_id'] or '-'}"
+        )
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from privsynth.data import minari_io
+
+    dataset_id = _need_id(args)
+    ds = minari_io.load_dataset(dataset_id)
+    facts = minari_io.describe(dataset_id)
+    summary = ds.summary()
+    out = {
+        "id": facts["id"],
+        "path": facts["path"],
+        "storage_scheme": facts["scheme"],
+        **summary,
+        "obs_keys": ds.info.obs_keys,
+        "env_kwargs": ds.info.env_kwargs,
+        "privacy_card": ds.info.privacy_card,
+        "extra": ds.info.extra,
+    }
+    if args.json:
+        print(json.dumps(out, indent=2, default=str))
+        return 0
+    print(f"{out['id']}  ({out['path']})")
+    print(f"  name:        {summary['name']}")
+    print(f"  environment: {summary['env_id'] or '-'}")
+    print(f"  episodes:    {summary['episodes']} (mean length {summary['episode_length_mean']:.1f})")
+    print(f"  transitions: {summary['transitions']}")
+    print(f"  dims:        obs {summary['obs_dim']}, action {summary['act_dim']}")
+    print(
+        f"  return:      mean {summary['episode_return_mean']:.3f} per episode; "
+        f"terminal rate {summary['terminal_rate']:.3f}"
+    )
+    lo, hi = summary["ref_min_score"], summary["ref_max_score"]
+    print(f"  reference:   random {_fmt_score(lo)}, expert {_fmt_score(hi)}")
+    print(f"  sensitive:   {'yes' if summary['sensitive'] else 'no'}")
+    card = ds.info.privacy_card
+    print("  privacy card: " + ("none" if card is None else json.dumps(card, sort_keys=True, default=str)))
+    return 0
+
+
+# ----------------------------------------------------------------------------------------- import / export
+def _import(args: argparse.Namespace) -> int:
+    from privsynth.data import minari_io
+    from privsynth.data.dataset import DatasetInfo, OfflineDataset
+
+    if not args.path:
+        raise PrivsynthError("a .npz file to import is required")
+    path = Path(args.path)
+    if not path.is_file():
+        raise PrivsynthError(f"no such file: {path}")
+    try:
+        data = dict(np.load(path, allow_pickle=False))
+    except (OSError, ValueError) as exc:
+        raise InvalidData(f"cannot read {path} as .npz: {exc}") from None
+    missing = [k for k in NPZ_KEYS if k not in data]
+    if missing:
+        raise InvalidData(f"{path} lacks the arrays {', '.join(missing)}")
+    n = len(np.asarray(data["rewards"]).reshape(-1))
+    if n == 0:
+        raise InvalidData(f"{path} holds no transitions (empty episodes)")
+    terminals = np.asarray(data["terminals"]).astype(bool).reshape(-1)
+    timeouts = np.asarray(data.get("timeouts", np.zeros(n, bool))).astype(bool).reshape(-1)
+    if "episode_ids" in data:
+        episode_ids = data["episode_ids"]
+    else:  # an episode ends at a terminal or a timeout
+        ends = terminals | timeouts
+        episode_ids = np.concatenate([[0], np.cumsum(ends[:-1])]) if len(ends) == n else np.zeros(n)
+    name = args.name or path.stem
+    ds = OfflineDataset(
+        observations=data["observations"],
+        actions=data["actions"],
+        rewards=data["rewards"],
+        next_observations=data["next_observations"],
+        terminals=terminals,
+        timeouts=timeouts,
+        episode_ids=episode_ids,
+        info=DatasetInfo(name=name, env_id=args.env_id, extra={"imported_from": str(path)}),
+    )
+    out = minari_io.write_dataset(ds, name, overwrite=args.overwrite)
+    print(f"imported {ds.n_transitions} transitions in {ds.n_episodes} episodes -> {out}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from privsynth.data import minari_io
+
+    dataset_id = _need_id(args)
+    if not args.path:
+        raise PrivsynthError("an output .npz path is required")
+    ds = minari_io.load_dataset(dataset_id)
+    np.savez(
+        args.path,
+        observations=ds.observations,
+        actions=ds.actions,
+        rewards=ds.rewards,
+        next_observations=ds.next_observations,
+        terminals=ds.terminals,
+        timeouts=ds.timeouts,
+        episode_ids=ds.episode_ids,
+    )
+    print(f"exported {ds.n_transitions} transitions of {minari_io.resolve_id(dataset_id)} -> {args.path}")
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    from privsynth.data import minari_io
+
+    full = minari_io.delete_dataset(_need_id(args))
+    print(f"deleted {full}", file=sys.stdout)
+    return 0

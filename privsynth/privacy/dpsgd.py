@@ -1,0 +1,362 @@
+"""The DP-SGD engine: Poisson sampling over privacy units, per-unit clipping, Gaussian noise, accounting.
+
+One call, like Opacus' ``make_private`` (Abadi et al. 2016, Algorithm 1): a loss module, the sensitive items indexed
+by privacy unit, and a :class:`DPSGDConfig` in; trained weights (in place) and a ledger event out.
+
+* **Privacy unit.** ``items`` are tensors whose dim 0 is the unit. With ``unit="trajectory"`` one item is a whole
+  trajectory (padded [L, D] with a mask, or its fragments [F, H, D]); ``loss_module`` returns the **sum** of the
+  losses of all its transitions/fragments, so one trajectory's gradient is clipped once (DESIGN invariant 2). Records
+  are never duplicated; the sample rate is q = batch_size / N_units.
+* **Sampling.** Each step draws every unit independently with probability q (Poisson); steps = round(epochs / q).
+  An empty draw still takes a step (noise only), as the analysis assumes.
+* **Clipping.** ``"ghost"``: Opacus ghost clipping (two backward passes, any layer Opacus supports); ``"hooks"``:
+  Opacus per-sample gradients; ``"bk"``: our single-backward book-keeping clipping for Linear/LayerNorm models
+  (:mod:`privsynth.privacy.fastclip`); ``"auto"`` picks ``bk`` when the model allows, else ``ghost``.
+* **Noise.** σ is calibrated from (target ε, δ, q, steps) with the chosen accountant unless given. The update is
+  (Σ clipped + N(0, σ²C²I)) / batch_size, then the user's optimizer step.
+* **Accounting.** Every step is recorded in an Opacus accountant; after training the spent ε is computed from that
+  history with the chosen accountant and checked against the target.
+"""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from privsynth.errors import InvalidData, PrivacyError
+from privsynth.privacy import accounting as acc
+from privsynth.privacy.fastclip import BookKeepingClipper, supported
+from privsynth.privacy.ledger import UNITS, LedgerEvent
+
+__all__ = ["DPSGDConfig", "DPTrainResult", "dp_train", "GRAD_SAMPLE_MODES"]
+
+GRAD_SAMPLE_MODES = ("ghost", "hooks", "bk", "auto")
+
+
+@dataclass
+class DPSGDConfig:
+    """DP-SGD settings; defaults follow PrivORL-n's fine-tune (anchors notes §1.4) except δ, which the caller sets."""
+
+    target_epsilon: float = 10.0  # ε budget of this training run
+    delta: float = 1e-5  # δ; must be below 1 / N_units
+    epochs: float = 5.0  # expected passes over the units; steps = round(epochs / q)
+    batch_size: int = 256  # expected logical batch, in privacy units; q = batch_size / N_units
+    max_grad_norm: float = 1.0  # clip norm C on each unit's summed gradient
+    unit: str = "transition"  # "transition" or "trajectory"
+    accountant: str = "rdp"  # "rdp" | "prv" | "pld"
+    grad_sample_mode: str = "ghost"  # "ghost" | "hooks" | "bk" | "auto"
+    noise_multiplier: float | None = None  # None: calibrate from target_epsilon; a float overrides calibration
+    seed: int = 0  # seeds Poisson sampling and the DP noise (the module's own randomness uses torch's global RNG)
+
+    def validate(self) -> None:
+        acc.check_epsilon(self.target_epsilon, "target epsilon")
+        acc.check_delta(self.delta)
+        acc.check_accountant(self.accountant)
+        if self.unit not in UNITS:
+            raise PrivacyError(f"unknown privacy unit '{self.unit}': choose transition or trajectory")
+        if self.grad_sample_mode not in GRAD_SAMPLE_MODES:
+            raise PrivacyError(f"unknown grad_sample_mode '{self.grad_sample_mode}': choose {', '.join(GRAD_SAMPLE_MODES)}")
+        if not (self.epochs > 0 and self.batch_size >= 1 and self.max_grad_norm > 0):
+            raise PrivacyError("epochs, batch_size and max_grad_norm must be positive")
+        if self.noise_multiplier is not None and not self.noise_multiplier >= 0:
+            raise PrivacyError(f"noise multiplier must be non-negative, got {self.noise_multiplier}")
+
+
+@dataclass
+class DPTrainResult:
+    """What a DP-SGD run spent and did. ``event`` is ready for :meth:`Ledger.append`."""
+
+    event: LedgerEvent
+    noise_multiplier: float
+    sample_rate: float
+    steps: int
+    epsilon: float  # spent, from the accountant's history
+    delta: float
+    losses: list[float] = field(default_factory=list)  # per step mean loss over the sampled units (nan if empty)
+    batch_sizes: list[int] = field(default_factory=list)
+    grad_sample_mode: str = "ghost"
+    seconds: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["event"] = self.event.to_dict()
+        d.pop("losses")
+        d.pop("batch_sizes")
+        return d
+
+
+def _check_items(items: Sequence[torch.Tensor] | torch.Tensor) -> tuple[torch.Tensor, ...]:
+    if isinstance(items, torch.Tensor):
+        items = (items,)
+    items = tuple(items)
+    if not items or not all(isinstance(t, torch.Tensor) for t in items):
+        raise InvalidData("items must be a non-empty tuple of tensors indexed by privacy unit along dim 0")
+    n = items[0].shape[0]
+    if any(t.shape[0] != n for t in items):
+        raise InvalidData(f"all item tensors must share dim 0 (the privacy unit), got {[t.shape[0] for t in items]}")
+    if n == 0:
+        raise InvalidData("no privacy units to train on")
+    for t in items:
+        if t.is_floating_point() and not torch.isfinite(t).all():
+            raise InvalidData("items contain NaN or infinite values")
+    return items
+
+
+def _trainable(module: nn.Module) -> list[nn.Parameter]:
+    params = [p for p in module.parameters() if p.requires_grad]
+    if not params:
+        raise PrivacyError("the loss module has no trainable parameters")
+    return params
+
+
+def dp_train(
+    loss_module: nn.Module,
+    items: Sequence[torch.Tensor] | torch.Tensor,
+    cfg: DPSGDConfig | None = None,
+    *,
+    make_optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None,
+    on_step: Callable[[int, float], None] | None = None,
+    progress: bool = False,
+    description: str = "DP-SGD",
+) -> DPTrainResult:
+    """Train ``loss_module`` on the sensitive ``items`` with DP-SGD; returns the spent budget and a ledger event.
+
+    ``loss_module(*batch)`` must return one loss per privacy unit, shape [B]. Its parameters are updated in place.
+    """
+    cfg = cfg or DPSGDConfig()
+    cfg.validate()
+    items = _check_items(items)
+    n_units = items[0].shape[0]
+    acc.check_delta(cfg.delta, n_units)
+    q = cfg.batch_size / n_units
+    if q > 1:
+        raise PrivacyError(f"batch size {cfg.batch_size} exceeds the number of privacy units {n_units}")
+    steps = max(1, int(round(cfg.epochs / q)))
+    if cfg.noise_multiplier is None:
+        sigma = acc.calibrate_noise_multiplier(cfg.target_epsilon, cfg.delta, q, steps, cfg.accountant)
+        calibrated = True
+    else:
+        sigma = float(cfg.noise_multiplier)
+        calibrated = False
+    mode = cfg.grad_sample_mode
+    if mode == "auto":
+        mode = "bk" if supported(loss_module) else "ghost"
+
+    params = _trainable(loss_module)
+    make_optimizer = make_optimizer or (lambda ps: torch.optim.Adam(ps, lr=3e-4))
+    optimizer = make_optimizer(params)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    engine = _Engine(loss_module, optimizer, mode, sigma, cfg.max_grad_norm, cfg.batch_size, gen)
+
+    from opacus.accountants import RDPAccountant
+
+    recorder = RDPAccountant()  # only its history of (σ, q, steps) is used
+    losses: list[float] = []
+    sizes: list[int] = []
+    was_training = loss_module.training
+    loss_module.train()
+    t0 = time.perf_counter()
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=steps, desc=description, leave=False)
+    try:
+        for step in range(steps):
+            mask = torch.rand(n_units, generator=gen) < q
+            idx = mask.nonzero().squeeze(1)
+            batch = tuple(t[idx] for t in items)
+            loss = engine.step(batch, len(idx))
+            recorder.step(noise_multiplier=sigma, sample_rate=q)
+            losses.append(loss)
+            sizes.append(len(idx))
+            if on_step is not None:
+                on_step(step, loss)
+            if bar is not None:
+                bar.update(1)
+                if step % 50 == 0 and math.isfinite(loss):
+                    bar.set_postfix(loss=f"{loss:.4f}")
+    finally:
+        engine.close()
+        if bar is not None:
+            bar.close()
+        loss_module.train(was_training)
+    seconds = time.perf_counter() - t0
+
+    steps_taken = sum(h[2] for h in recorder.history)
+    events = [acc.dpsgd_event(s, r, k) for s, r, k in recorder.history] if sigma > 0 else []
+    spent = acc.events_epsilon(events, cfg.delta, cfg.accountant) if sigma > 0 else math.inf
+    if calibrated and spent > cfg.target_epsilon * (1 + 1e-9):
+        raise PrivacyError(f"DP-SGD spent epsilon {spent:.4g}, above the target {cfg.target_epsilon:g}")
+    event = LedgerEvent.dpsgd(
+        description,
+        noise_multiplier=sigma,
+        sample_rate=q,
+        steps=steps_taken,
+        max_grad_norm=cfg.max_grad_norm,
+        unit=cfg.unit,
+        n_units=n_units,
+        batch_size=cfg.batch_size,
+        epochs=cfg.epochs,
+        accountant=cfg.accountant,
+        epsilon_spent=spent,
+        delta=cfg.delta,
+        grad_sample_mode=mode,
+        calibrated=calibrated,
+    ) if sigma > 0 else LedgerEvent.approx_dp(
+        description, epsilon=math.inf, delta=0.0, unit=cfg.unit, note="noise disabled: not private"
+    )
+    return DPTrainResult(
+        event=event,
+        noise_multiplier=sigma,
+        sample_rate=q,
+        steps=steps_taken,
+        epsilon=spent,
+        delta=cfg.delta,
+        losses=losses,
+        batch_sizes=sizes,
+        grad_sample_mode=mode,
+        seconds=seconds,
+    )
+
+
+class _Engine:
+    """One DP step in each clipping mode: clipped sum of per-unit gradients, noise, scaling, optimizer step."""
+
+    def __init__(
+        self,
+        module: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        mode: str,
+        sigma: float,
+        max_grad_norm: float,
+        expected_batch: int,
+        gen: torch.Generator,
+    ) -> None:
+        self.module, self.mode, self.sigma, self.clip = module, mode, sigma, max_grad_norm
+        self.expected_batch = expected_batch
+        self.gen = gen
+        self.params = [p for p in module.parameters() if p.requires_grad]
+        self.optimizer = optimizer
+        if mode == "bk":
+            self.clipper = BookKeepingClipper(module, max_grad_norm)  # raises PrivacyError naming the layer
+            self.model = None
+            return
+        from opacus.validators import ModuleValidator
+
+        problems = ModuleValidator.validate(module, strict=False)
+        if problems:
+            raise PrivacyError(
+                f"Opacus cannot train this module: {str(problems[0]).splitlines()[0]}; replace the layer (for attention: "
+                "opacus.validators.ModuleValidator.fix(module) or Linear-layer attention, see docs/privacy.md)"
+            )
+        try:
+            if mode == "ghost":
+                from opacus.grad_sample import GradSampleModuleFastGradientClipping
+                from opacus.optimizers import DPOptimizerFastGradientClipping
+
+                self.model = GradSampleModuleFastGradientClipping(
+                    module, batch_first=True, loss_reduction="sum", max_grad_norm=max_grad_norm, use_ghost_clipping=True
+                )
+                self.optimizer = DPOptimizerFastGradientClipping(
+                    optimizer, noise_multiplier=sigma, max_grad_norm=max_grad_norm,
+                    expected_batch_size=expected_batch, loss_reduction="mean", generator=gen,
+                )
+            else:
+                from opacus.grad_sample import GradSampleModule
+                from opacus.optimizers import DPOptimizer
+
+                self.model = GradSampleModule(module, batch_first=True, loss_reduction="sum")
+                self.optimizer = DPOptimizer(
+                    optimizer, noise_multiplier=sigma, max_grad_norm=max_grad_norm,
+                    expected_batch_size=expected_batch, loss_reduction="mean", generator=gen,
+                )
+        except (NotImplementedError, ValueError) as exc:
+            raise PrivacyError(f"Opacus cannot train this module in {mode} mode: {str(exc).splitlines()[0]}") from None
+
+    def step(self, batch: tuple[torch.Tensor, ...], b: int) -> float:
+        with warnings.catch_warnings():  # Opacus' full backward hooks warn when the inputs need no gradient
+            warnings.filterwarnings("ignore", message="Full backward hook is firing")
+            try:
+                return self._step(batch, b)
+            except NotImplementedError as exc:  # Opacus' way of refusing a layer or a pattern (e.g. reused layers)
+                other = "bk" if supported(self.module) else "hooks"
+                raise PrivacyError(
+                    f"Opacus cannot train this module in {self.mode} mode ({str(exc).splitlines()[0]}); "
+                    f"try grad_sample_mode='{other}'"
+                ) from None
+
+    def _step(self, batch: tuple[torch.Tensor, ...], b: int) -> float:
+        self.optimizer.zero_grad(set_to_none=True)
+        if b == 0:
+            loss_value = math.nan
+            self._zero_batch()
+        else:
+            if self.mode == "bk":
+                losses = self.clipper.forward(*batch)
+                self._check_losses(losses, b)
+                self.clipper.backward(losses)
+            elif self.mode == "ghost":
+                from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
+
+                losses = self.model(*batch)
+                self._check_losses(losses, b)
+                DPTensorFastGradientClipping(self.model, self.optimizer, losses, "sum").backward()
+            else:
+                losses = self.model(*batch)
+                self._check_losses(losses, b)
+                losses.sum().backward()
+            loss_value = float(losses.detach().mean())
+        if self.mode == "bk":
+            self._noise_and_step()
+        else:
+            self.optimizer.step()
+        return loss_value
+
+    @staticmethod
+    def _check_losses(losses: torch.Tensor, b: int) -> None:
+        if not isinstance(losses, torch.Tensor) or losses.shape != (b,):
+            shape = tuple(losses.shape) if isinstance(losses, torch.Tensor) else type(losses).__name__
+            raise PrivacyError(f"the loss module must return one loss per privacy unit, shape [{b}], got {shape}")
+
+    def _zero_batch(self) -> None:
+        """An empty Poisson draw: the clipped sum is zero; the step still adds noise (and is accounted)."""
+        for p in self.params:
+            p.grad = torch.zeros_like(p)
+            if self.mode == "hooks":
+                p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype)
+
+    def _noise_and_step(self) -> None:
+        std = self.sigma * self.clip
+        for p in self.params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            if std > 0:
+                noise = torch.randn(p.shape, generator=self.gen, dtype=p.dtype)
+                p.grad = noise.mul_(std).add_(p.grad)
+            p.grad.div_(self.expected_batch)
+        self.optimizer.step()
+
+    def close(self) -> None:
+        """Detach every hook and Opacus attribute so ``module`` is a plain module again."""
+        if self.mode == "bk":
+            self.clipper.close()
+        elif self.model is not None:
+            try:
+                self.model._close()
+            except Exception:  # pragma: no cover - best effort cleanup
+                pass
+        for p in self.params:
+            for attr_name in ("grad_sample", "summed_grad", "_norm_sample", "_forward_counter", "_processed"):
+                if hasattr(p, attr_name):
+                    try:
+                        delattr(p, attr_name)
+                    except AttributeError:
+                        pass
+            p.grad = None
