@@ -388,6 +388,11 @@ class TransitionSynthesizer(Synthesizer):
         """
         if unit not in ("transition", "trajectory"):
             raise PrivacyError(f"unknown privacy unit '{unit}': choose 'transition' or 'trajectory'")
+        if self.config.private:
+            from privsynth.privacy.accounting import check_delta, check_epsilon
+
+            check_epsilon(epsilon)
+            check_delta(delta, sensitive.n_transitions if unit == "transition" else sensitive.n_episodes)
         self._check_can_finetune(sensitive)
         assert self.model is not None and self.ema is not None and self.normalizer is not None
         cfg = self.config
