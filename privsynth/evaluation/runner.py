@@ -519,6 +519,12 @@ def _eps_label(v: Any) -> Any:
     return v
 
 
+def _label(key: str, value: Any) -> str:
+    if key == "epsilon":
+        return "no DP" if _eps_label(value) == "no DP" else f"ε={value:g}"
+    return f"{key}={value}"
+
+
 def records_frame(records: list[dict[str, Any]]):
     """One row per cell: scalar params and scalar results flattened into columns (results win on clashes)."""
     import pandas as pd
@@ -627,7 +633,7 @@ def write_plots(suite: Suite) -> list[Path]:
             for r in recs:
                 audit = (r["result"] or {}).get("audit")
                 if audit:
-                    label = " ".join(f"{_eps_label(r['params'].get(k))}" for k in label_keys)
+                    label = " ".join(_label(k, r["params"].get(k)) for k in label_keys)
                     attacks = {a: v for a, v in audit["attacks"].items() if a in spec.get("attacks", audit["attacks"])}
                     runs[label] = {**audit, "attacks": attacks}
             if not runs:
