@@ -244,11 +244,20 @@ class _Engine:
         self.gen = gen
         self.params = [p for p in module.parameters() if p.requires_grad]
         self.optimizer = optimizer
+        if mode == "bk":
+            self.clipper = BookKeepingClipper(module, max_grad_norm)  # raises PrivacyError naming the layer
+            self.model = None
+            return
+        from opacus.validators import ModuleValidator
+
+        problems = ModuleValidator.validate(module, strict=False)
+        if problems:
+            raise PrivacyError(
+                f"Opacus cannot train this module: {str(problems[0]).splitlines()[0]}; replace the layer (for attention: "
+                "opacus.validators.ModuleValidator.fix(module) or Linear-layer attention, see docs/privacy.md)"
+            )
         try:
-            if mode == "bk":
-                self.clipper = BookKeepingClipper(module, max_grad_norm)
-                self.model = None
-            elif mode == "ghost":
+            if mode == "ghost":
                 from opacus.grad_sample import GradSampleModuleFastGradientClipping
                 from opacus.optimizers import DPOptimizerFastGradientClipping
 
@@ -274,7 +283,14 @@ class _Engine:
     def step(self, batch: tuple[torch.Tensor, ...], b: int) -> float:
         with warnings.catch_warnings():  # Opacus' full backward hooks warn when the inputs need no gradient
             warnings.filterwarnings("ignore", message="Full backward hook is firing")
-            return self._step(batch, b)
+            try:
+                return self._step(batch, b)
+            except NotImplementedError as exc:  # Opacus' way of refusing a layer or a pattern (e.g. reused layers)
+                other = "bk" if supported(self.module) else "hooks"
+                raise PrivacyError(
+                    f"Opacus cannot train this module in {self.mode} mode ({str(exc).splitlines()[0]}); "
+                    f"try grad_sample_mode='{other}'"
+                ) from None
 
     def _step(self, batch: tuple[torch.Tensor, ...], b: int) -> float:
         self.optimizer.zero_grad(set_to_none=True)
@@ -322,7 +338,8 @@ class _Engine:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
             if std > 0:
-                p.grad.add_(torch.normal(0.0, std, size=p.shape, generator=self.gen, dtype=p.dtype))
+                noise = torch.randn(p.shape, generator=self.gen, dtype=p.dtype)
+                p.grad = noise.mul_(std).add_(p.grad)
             p.grad.div_(self.expected_batch)
         self.optimizer.step()
 
