@@ -19,10 +19,7 @@ from privsynth.errors import InvalidData, PrivacyError, SpaceMismatch
 from privsynth.privacy import accounting as acc
 from privsynth.privacy.ledger import Ledger
 
-try:  # the shared interface (privsynth/synth/base.py)
-    from privsynth.synth.base import Synthesizer
-except ImportError:  # pragma: no cover - only until synth/base.py is on the branch
-    from abc import ABC as Synthesizer  # type: ignore[assignment]
+from privsynth.synth.base import Synthesizer
 
 __all__ = ["BaselineSynthesizer", "as_list", "check_budget_args", "public_matrix"]
 
@@ -67,7 +64,7 @@ def check_budget_args(sensitive: OfflineDataset, epsilon: float, delta: float, u
         )
 
 
-class BaselineSynthesizer(Synthesizer):  # type: ignore[misc,valid-type]
+class BaselineSynthesizer(Synthesizer):
     """State and bookkeeping common to the four baselines; subclasses implement the mechanism."""
 
     name = "baseline"
