@@ -167,3 +167,124 @@ def test_bad_inputs():
     with pytest.raises(PrivacyError):  # a batch-mean loss would silently break per-unit clipping
         dp_train(Mean(), (torch.randn(100, 6),), DPSGDConfig(delta=1e-3, batch_size=10, epochs=0.1,
                                                              grad_sample_mode="bk"))
+
+
+class FragmentLoss(nn.Module):
+    """Fragments grouped per trajectory [B, F, H, D] with a mask [B, F]; one layer is applied twice per forward."""
+
+    def __init__(self, d: int = 5, w: int = 8) -> None:
+        super().__init__()
+        self.inp = nn.Linear(d, w)
+        self.shared = nn.Linear(w, w)
+        self.norm = nn.LayerNorm(w)
+        self.out = nn.Linear(w, d)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        h = self.inp(x)
+        h = h + torch.tanh(self.shared(self.norm(h)))
+        h = h + torch.tanh(self.shared(h))  # the same weights again: per-unit gradient sums both calls
+        per_fragment = (self.out(h) - x).pow(2).mean((-1, -2))
+        return (per_fragment * mask).sum(-1)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_fragments_and_reused_layers(mode):
+    torch.manual_seed(4)
+    x = torch.randn(6, 3, 4, 5) * 2
+    mask = torch.ones(6, 3)
+    mask[2, 1:] = 0
+    model = FragmentLoss()
+    ref_model = FragmentLoss()
+    ref_model.load_state_dict(model.state_dict())
+    ref = _clipped_mean_update(ref_model, (x, mask), 0.2)
+    if mode == "ghost":  # Opacus ghost clipping refuses parameter reuse; the error says what to use instead
+        with pytest.raises(PrivacyError, match="grad_sample_mode='bk'"):
+            _run_one_full_step(model, (x, mask), mode, 0.2, unit="trajectory")
+        return
+    update, _ = _run_one_full_step(model, (x, mask), mode, 0.2, unit="trajectory")
+    for u, r in zip(update, ref):
+        torch.testing.assert_close(u, r, rtol=1e-4, atol=1e-6)
+
+
+def test_bk_refuses_unsupported_layers_and_auto_falls_back():
+    class WithEmbedding(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 4)
+            self.lin = nn.Linear(4, 1)
+
+        def forward(self, idx):
+            return self.lin(self.emb(idx)).squeeze(-1)
+
+    idx = torch.randint(0, 10, (200,))
+    with pytest.raises(PrivacyError, match="ghost"):
+        dp_train(WithEmbedding(), (idx,), DPSGDConfig(delta=1e-3, batch_size=10, epochs=0.1, noise_multiplier=1.0,
+                                                       grad_sample_mode="bk"))
+    res = dp_train(WithEmbedding(), (idx,), DPSGDConfig(delta=1e-3, batch_size=10, epochs=0.1, noise_multiplier=1.0,
+                                                         grad_sample_mode="auto"))
+    assert res.grad_sample_mode == "ghost"
+    assert dp_train(StepLoss(), (torch.randn(200, 6),), DPSGDConfig(delta=1e-3, batch_size=10, epochs=0.1,
+                                                                    noise_multiplier=1.0, grad_sample_mode="auto")
+                    ).grad_sample_mode == "bk"
+
+
+@pytest.mark.parametrize("length,d,w", [(3, 32, 64), (60, 4, 8)])  # Gram route, then materialised route
+def test_bk_sequence_norm_routes_are_exact(length, d, w):
+    torch.manual_seed(5)
+    x = torch.randn(7, length, d)
+    mask = torch.ones(7, length)
+    model = StepLoss(d, w)
+    ref_model = StepLoss(d, w)
+    ref_model.load_state_dict(model.state_dict())
+    ref = _clipped_mean_update(ref_model, (x, mask), 0.3)
+    update, _ = _run_one_full_step(model, (x, mask), "bk", 0.3, unit="trajectory")
+    for u, r in zip(update, ref):
+        torch.testing.assert_close(u, r, rtol=1e-4, atol=1e-6)
+
+
+class EncoderLoss(nn.Module):
+    """A tiny nn.TransformerEncoder (optionally passed through Opacus' ModuleValidator.fix); loss summed over steps."""
+
+    def __init__(self, fix: bool) -> None:
+        super().__init__()
+        from opacus.validators import ModuleValidator
+
+        enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True), 1)
+        self.enc = ModuleValidator.fix(enc) if fix else enc
+        self.inp = nn.Linear(4, 16)
+        self.out = nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.out(self.enc(self.inp(x))) - x).pow(2).mean(-1).sum(-1)
+
+
+def test_transformer_encoder_needs_fix_then_is_exact():
+    torch.manual_seed(6)
+    x = torch.randn(5, 6, 4) * 2
+    with pytest.raises(PrivacyError, match="ModuleValidator.fix"):
+        _run_one_full_step(EncoderLoss(fix=False), (x,), "ghost", 0.05, unit="trajectory")
+    for mode in ("ghost", "bk"):
+        torch.manual_seed(7)
+        model = EncoderLoss(fix=True)
+        ref_model = EncoderLoss(fix=True)
+        ref_model.load_state_dict(model.state_dict())
+        ref = _clipped_mean_update(ref_model, (x,), 0.05)
+        update, _ = _run_one_full_step(model, (x,), mode, 0.05, unit="trajectory")
+        scale = max(float(r.abs().max()) for r in ref)
+        assert max(float((u - r).abs().max()) for u, r in zip(update, ref)) < 1e-4 * scale
+
+
+def test_failed_training_leaves_no_sensitive_update():
+    torch.manual_seed(8)
+    model = StepLoss()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def stop(step, loss):
+        if step == 3:
+            raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError):
+        dp_train(model, (torch.randn(100, 6),), DPSGDConfig(delta=1e-3, batch_size=10, epochs=1, noise_multiplier=1.0,
+                                                            grad_sample_mode="bk"), on_step=stop)
+    for k, v in model.state_dict().items():
+        torch.testing.assert_close(v, before[k], rtol=0, atol=0)

@@ -187,17 +187,37 @@ def test_failed_final_rename_restores_old(monkeypatch):
     minari_io.write_dataset(chained(seed=0), "keep")
     before = _root_entries()
     real_rename = os.rename
+    final = minari_io.target_path("keep")
+    attempts = []
 
     def rename(src, dst):
-        if ".privsynth-tmp-" in str(src) and "old-" not in str(src) and "old-" not in str(dst):
+        if Path(dst) == final and ".privsynth-tmp-new-" in str(src):  # moving the new dataset into place fails
+            attempts.append(src)
             raise OSError("rename failed")
         return real_rename(src, dst)
 
     monkeypatch.setattr(minari_io.os, "rename", rename)
     with pytest.raises(OSError):
         minari_io.write_dataset(chained(seed=1), "keep", overwrite=True)
+    assert attempts  # the failure happened at the final move, after the old dataset was set aside
     assert _root_entries() == before
     assert_same(minari_io.load_dataset("keep"), chained(seed=0))
+
+
+def test_write_dataset_dir_for_external_atomic_placement(tmp_path):
+    """Release code (privacy.guarded_write) writes to a hidden sibling and renames it to target_path itself."""
+    ds = synthetic(n=50)
+    final = minari_io.target_path("release/eps1")
+    staged = final.parent / ".release.tmp-1234"
+    minari_io.write_dataset_dir(ds, "release/eps1", staged)
+    assert not minari_io.dataset_exists("release/eps1")  # hidden until renamed
+    (staged / "privacy_card.md").write_text("## Privacy card")  # extra files beside data/ are fine
+    os.rename(staged, final)
+    back = minari_io.load_dataset("release/eps1-v0")
+    assert back.info.privacy_card == CARD
+    assert minari.load_dataset("release/eps1-v0").total_steps == 50
+    with pytest.raises(PrivsynthError):
+        minari_io.write_dataset_dir(ds, "release/eps1", final)  # the path exists
 
 
 def test_invalid_data_is_refused_before_writing():

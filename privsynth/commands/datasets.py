@@ -166,7 +166,10 @@ def _show(args: argparse.Namespace) -> int:
     print(f"  episodes:    {summary['episodes']} (mean length {summary['episode_length_mean']:.1f})")
     print(f"  transitions: {summary['transitions']}")
     print(f"  dims:        obs {summary['obs_dim']}, action {summary['act_dim']}")
-    print(f"  return:      mean {summary['episode_return_mean']:.3f} per episode; terminal rate {summary['terminal_rate']:.3f}")
+    print(
+        f"  return:      mean {summary['episode_return_mean']:.3f} per episode; "
+        f"terminal rate {summary['terminal_rate']:.3f}"
+    )
     lo, hi = summary["ref_min_score"], summary["ref_max_score"]
     print(f"  reference:   random {_fmt_score(lo)}, expert {_fmt_score(hi)}")
     print(f"  sensitive:   {'yes' if summary['sensitive'] else 'no'}")

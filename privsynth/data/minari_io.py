@@ -16,7 +16,8 @@ the metadata:
 
 * ``episodic``: one Minari episode per dataset episode, used when every episode is a chain
   (``next_observations[t] == observations[t+1]`` inside each episode), there are at most
-  :data:`MAX_EPISODIC_EPISODES` episodes and they average at least :data:`MIN_MEAN_EPISODE_LENGTH` steps. Minari's ``observations`` hold the T observations plus the last next
+  :data:`MAX_EPISODIC_EPISODES` episodes and they average at least :data:`MIN_MEAN_EPISODE_LENGTH` steps.
+  Minari's ``observations`` hold the T observations plus the last next
   observation (T+1 rows), as Minari expects.
 * ``packed``: everything else: independent transitions (synthetic data whose next observations do not chain) or many
   episodes (Minari's hdf5 writer spends milliseconds per episode: 12,000 episodes of a 1M-step dataset took 73 s to
@@ -33,9 +34,11 @@ is stored as a JSON object under the key ``"privsynth"`` of the dataset's ``meta
 metadata keys); the reference scores are also passed to Minari as ``ref_min_score``/``ref_max_score`` when the
 environment is registered with gymnasium.
 
-Atomic writes: the dataset is first created under a hidden temporary store inside the Minari root (hidden directories
-are ignored by Minari's listing), then moved into place with ``os.rename``. On any error the temporary store is
-removed; with ``overwrite=True`` the old dataset is renamed aside first and restored if the move fails.
+Atomic writes: the dataset is first created under a hidden temporary directory beside its final place (Minari's
+listing ignores hidden directories), then moved into place with ``os.rename``. On any error the temporary directory
+is removed; with ``overwrite=True`` the old dataset is renamed aside first and restored if the move fails.
+:func:`write_dataset_dir` writes the directory of an id at any path, for release code that does its own atomic
+placement (the privacy layer's ``guarded_write``).
 """
 from __future__ import annotations
 
@@ -66,6 +69,8 @@ __all__ = [
     "dataset_exists",
     "delete_dataset",
     "describe",
+    "write_dataset_dir",
+    "target_path",
     "dataset_path",
     "load_public_and_sensitive",
 ]
@@ -298,21 +303,38 @@ def _action_space(ds: OfflineDataset) -> gym.spaces.Box:
     return gym.spaces.Box(-np.inf, np.inf, shape=(ds.act_dim,), dtype=np.float32)
 
 
-def write_dataset(
-    ds: OfflineDataset, dataset_id: str, *, overwrite: bool = False, scheme: str | None = None
-) -> Path:
-    """Write ``ds`` as the local Minari dataset ``dataset_id`` (atomic; see module docstring). Returns its directory.
+def _ensure_namespaces(full: str, template_root: Path | None = None) -> None:
+    """Create the namespace directories of ``full`` in the Minari root, with Minari's namespace metadata file."""
+    root = _root()
+    parts = full.split("/")[:-1]
+    for depth in range(1, len(parts) + 1):
+        rel = Path(*parts[:depth])
+        (root / rel).mkdir(exist_ok=True)
+        dst = root / rel / "namespace_metadata.json"
+        src = template_root / rel / "namespace_metadata.json" if template_root is not None else None
+        if not dst.exists():
+            if src is not None and src.is_file():
+                shutil.copyfile(src, dst)
+            else:
+                dst.write_text("{}")
 
-    ``scheme`` is ``None`` (choose automatically), ``"episodic"`` or ``"packed"``. Raises :class:`PrivsynthError` if
-    the id exists and ``overwrite`` is False, :class:`InvalidData` for bad data.
+
+def write_dataset_dir(
+    ds: OfflineDataset, dataset_id: str, path: str | os.PathLike, *, scheme: str | None = None
+) -> Path:
+    """Create the Minari directory of dataset ``dataset_id`` at ``path`` (which must not exist yet).
+
+    For release code that places the directory itself, e.g. ``privsynth.privacy.guarded_write(final, lambda tmp:
+    write_dataset_dir(ds, id, tmp), ...)`` with ``final = minari_io.target_path(id)``: the metadata names
+    ``dataset_id``, so once renamed to :func:`target_path` it loads under that id. Nothing is left at ``path`` on
+    error. Returns ``path``.
     """
     import minari
 
     full = resolve_id(dataset_id, for_write=True)
-    root = _root()
-    final = root / full
-    if final.exists() and not overwrite:
-        raise PrivsynthError(f"dataset '{full}' already exists; pass --overwrite (overwrite=True) to replace it")
+    path = Path(path)
+    if path.exists():
+        raise PrivsynthError(f"cannot write dataset '{full}' to {path}: the path exists")
     ds.validate()
     info_dict = _jsonable(ds.info.to_dict())
     if scheme is None:
@@ -335,11 +357,10 @@ def write_dataset(
         "act_dim": ds.act_dim,
         "info": info_dict,
     }
-
-    tmp_root = root / f"{_TMP_PREFIX}{uuid.uuid4().hex}"
-    trash: Path | None = None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp_root = path.parent / f"{_TMP_PREFIX}{uuid.uuid4().hex}"
     try:
-        tmp_root.mkdir(parents=True)
+        tmp_root.mkdir()
         with _minari_root(tmp_root), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             created = minari.create_dataset_from_buffers(
@@ -355,28 +376,51 @@ def write_dataset(
                 **scores,
             )
             created.storage.update_metadata({_METADATA_KEY: meta})
-        # namespace directories (with Minari's namespace_metadata.json) must exist in the real root
-        parts = full.split("/")[:-1]
-        for depth in range(1, len(parts) + 1):
-            rel = Path(*parts[:depth])
-            (root / rel).mkdir(exist_ok=True)
-            src_meta = tmp_root / rel / "namespace_metadata.json"
-            if src_meta.is_file() and not (root / rel / "namespace_metadata.json").exists():
-                shutil.copyfile(src_meta, root / rel / "namespace_metadata.json")
+        _ensure_namespaces(full, tmp_root)
+        os.rename(tmp_root / full, path)
+    finally:
+        shutil.rmtree(tmp_root, ignore_errors=True)
+    return path
+
+
+def target_path(dataset_id: str) -> Path:
+    """Where :func:`write_dataset` puts ``dataset_id`` in the Minari root (whether or not it exists)."""
+    return _root() / resolve_id(dataset_id, for_write=True)
+
+
+def write_dataset(
+    ds: OfflineDataset, dataset_id: str, *, overwrite: bool = False, scheme: str | None = None
+) -> Path:
+    """Write ``ds`` as the local Minari dataset ``dataset_id`` (atomic; see module docstring). Returns its directory.
+
+    ``scheme`` is ``None`` (choose automatically), ``"episodic"`` or ``"packed"``. Raises :class:`PrivsynthError` if
+    the id exists and ``overwrite`` is False, :class:`InvalidData` for bad data.
+    """
+    full = resolve_id(dataset_id, for_write=True)
+    final = _root() / full
+
+    def refuse() -> None:
+        if final.exists() and not overwrite:
+            raise PrivsynthError(f"dataset '{full}' already exists; pass --overwrite (overwrite=True) to replace it")
+
+    refuse()
+    staged = final.parent / f"{_TMP_PREFIX}new-{uuid.uuid4().hex}"
+    trash: Path | None = None
+    try:
+        write_dataset_dir(ds, full, staged, scheme=scheme)
+        refuse()
         if final.exists():
-            if not overwrite:
-                raise PrivsynthError(f"dataset '{full}' already exists; pass --overwrite (overwrite=True) to replace it")
             trash = final.parent / f"{_TMP_PREFIX}old-{uuid.uuid4().hex}"
             os.rename(final, trash)
         try:
-            os.rename(tmp_root / full, final)
+            os.rename(staged, final)
         except BaseException:
             if trash is not None:
                 os.rename(trash, final)
                 trash = None
             raise
     finally:
-        shutil.rmtree(tmp_root, ignore_errors=True)
+        shutil.rmtree(staged, ignore_errors=True)
         if trash is not None:
             shutil.rmtree(trash, ignore_errors=True)
     return final

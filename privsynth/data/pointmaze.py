@@ -27,6 +27,7 @@ draw from their own stream of one :class:`numpy.random.SeedSequence`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -134,10 +135,14 @@ def _rollout_returns(
     return returns
 
 
+@functools.lru_cache(maxsize=32)
 def reference_scores(
     maze: str, dense: bool = False, episodes: int = 100, seed: int = 0
 ) -> tuple[float, float]:
-    """(random, expert) mean returns on the evaluation env of ``maze`` over ``episodes`` seeded episodes."""
+    """(random, expert) mean returns on the evaluation env of ``maze`` over ``episodes`` seeded episodes.
+
+    Deterministic, so results are cached per process (making several datasets of one map computes them once).
+    """
     _register()
     env_id, kwargs = eval_env_spec(maze, dense)
     env = gym.make(env_id, **kwargs)
@@ -146,9 +151,13 @@ def reference_scores(
     seeds = np.random.SeedSequence([seed, 7]).spawn(2)
     rand_rng = np.random.default_rng(seeds[0])
     low, high = env.action_space.low, env.action_space.high
-    random_returns = _rollout_returns(
-        env, lambda: (lambda obs: rand_rng.uniform(low, high).astype(np.float32)), episodes, seed
-    )
+    horizon = EPISODE_STEPS[maze.lower()]
+
+    def random_policy() -> Callable[[dict], np.ndarray]:
+        block = iter(rand_rng.uniform(low, high, size=(horizon, len(low))).astype(np.float32))  # one draw per episode
+        return lambda obs: next(block)
+
+    random_returns = _rollout_returns(env, random_policy, episodes, seed)
     jitter_rng = np.random.default_rng(seeds[1])
     expert_returns = _rollout_returns(
         env,
@@ -177,7 +186,7 @@ def generate_pointmaze(cfg: PointMazeConfig, progress: bool = True) -> OfflineDa
     actions = np.empty((n, act_dim), dtype=np.float32)
     rewards = np.empty(n, dtype=np.float32)
     timeouts = np.zeros(n, dtype=bool)
-    noise = noise_rng.normal(0.0, cfg.action_noise, size=(n, act_dim)) if cfg.action_noise > 0 else np.zeros((n, act_dim))
+    noise = noise_rng.normal(0.0, cfg.action_noise, size=(n, act_dim))  # one draw for the whole run
 
     obs, _ = env.reset(seed=cfg.seed)
     observations[0] = flatten_obs(obs, POINTMAZE_OBS_KEYS)

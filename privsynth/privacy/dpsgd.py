@@ -167,6 +167,10 @@ def dp_train(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=steps, desc=description, leave=False)
+    # If training stops early (error, interrupt) no ledger event is returned, so the weights must not keep what they
+    # learned from the sensitive data: restore them. (What ``on_step`` copied elsewhere, e.g. an EMA, is the caller's.)
+    snapshot = [p.detach().clone() for p in params]
+    finished = False
     try:
         for step in range(steps):
             mask = torch.rand(n_units, generator=gen) < q
@@ -182,8 +186,13 @@ def dp_train(
                 bar.update(1)
                 if step % 50 == 0 and math.isfinite(loss):
                     bar.set_postfix(loss=f"{loss:.4f}")
+        finished = True
     finally:
         engine.close()
+        if not finished:
+            with torch.no_grad():
+                for p, saved in zip(params, snapshot):
+                    p.copy_(saved)
         if bar is not None:
             bar.close()
         loss_module.train(was_training)
@@ -244,11 +253,20 @@ class _Engine:
         self.gen = gen
         self.params = [p for p in module.parameters() if p.requires_grad]
         self.optimizer = optimizer
+        if mode == "bk":
+            self.clipper = BookKeepingClipper(module, max_grad_norm)  # raises PrivacyError naming the layer
+            self.model = None
+            return
+        from opacus.validators import ModuleValidator
+
+        problems = ModuleValidator.validate(module, strict=False)
+        if problems:
+            raise PrivacyError(
+                f"Opacus cannot train this module: {str(problems[0]).splitlines()[0]}; replace the layer (for attention: "
+                "opacus.validators.ModuleValidator.fix(module) or Linear-layer attention, see docs/privacy.md)"
+            )
         try:
-            if mode == "bk":
-                self.clipper = BookKeepingClipper(module, max_grad_norm)
-                self.model = None
-            elif mode == "ghost":
+            if mode == "ghost":
                 from opacus.grad_sample import GradSampleModuleFastGradientClipping
                 from opacus.optimizers import DPOptimizerFastGradientClipping
 
@@ -274,7 +292,14 @@ class _Engine:
     def step(self, batch: tuple[torch.Tensor, ...], b: int) -> float:
         with warnings.catch_warnings():  # Opacus' full backward hooks warn when the inputs need no gradient
             warnings.filterwarnings("ignore", message="Full backward hook is firing")
-            return self._step(batch, b)
+            try:
+                return self._step(batch, b)
+            except NotImplementedError as exc:  # Opacus' way of refusing a layer or a pattern (e.g. reused layers)
+                other = "bk" if supported(self.module) else "hooks"
+                raise PrivacyError(
+                    f"Opacus cannot train this module in {self.mode} mode ({str(exc).splitlines()[0]}); "
+                    f"try grad_sample_mode='{other}'"
+                ) from None
 
     def _step(self, batch: tuple[torch.Tensor, ...], b: int) -> float:
         self.optimizer.zero_grad(set_to_none=True)
@@ -322,7 +347,8 @@ class _Engine:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
             if std > 0:
-                p.grad.add_(torch.normal(0.0, std, size=p.shape, generator=self.gen, dtype=p.dtype))
+                noise = torch.randn(p.shape, generator=self.gen, dtype=p.dtype)  # the seeded CPU generator
+                p.grad = noise.to(p.device).mul_(std).add_(p.grad)
             p.grad.div_(self.expected_batch)
         self.optimizer.step()
 

@@ -117,7 +117,9 @@ class BookKeepingClipper:
                     continue
                 acts.append(a.reshape(bsz, -1, a.shape[-1]))
                 gs.append(g.reshape(bsz, -1, g.shape[-1]))
-            if gs:
+            if len(gs) == 1:
+                per_layer.append((layer, acts[0], gs[0]))
+            elif gs:
                 per_layer.append((layer, torch.cat(acts, 1), torch.cat(gs, 1)))
         self._records = {}
 
@@ -140,18 +142,22 @@ class BookKeepingClipper:
         self.last_norms = norms.detach()
 
         for p in self.params:
-            p.grad = torch.zeros_like(p)
+            p.grad = None
         for layer, a, g, per_unit, gb in cache:
             if isinstance(layer, nn.Linear):
                 if layer.weight.requires_grad:
                     if per_unit is not None:
                         layer.weight.grad = torch.einsum("b,boi->oi", coef, per_unit)
-                    else:
-                        layer.weight.grad = torch.einsum("bto,bti->oi", g * coef[:, None, None], a)
+                    else:  # Σ_i c_i Σ_t g_it a_itᵀ as one matmul over all rows, like an ordinary weight gradient
+                        gs = (g * coef[:, None, None]).reshape(-1, g.shape[-1])
+                        layer.weight.grad = torch.mm(gs.t(), a.reshape(-1, a.shape[-1]))
             elif per_unit is not None:
                 layer.weight.grad = (coef[:, None] * per_unit).sum(0).reshape(layer.weight.shape)
             if gb is not None:
                 layer.bias.grad = (coef[:, None] * gb).sum(0).reshape(layer.bias.shape)
+        for p in self.params:  # parameters of layers that did not take part in this forward
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
         return norms
 
 

@@ -1,0 +1,40 @@
+"""``privsynth bench SUITE.yaml``: run a benchmark grid, skipping finished cells, and write tables and plots."""
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "bench",
+        help="run a benchmark suite (grid of synthesizers x epsilon x agents x seeds); re-runs skip finished cells",
+        description="Run the suite's cells stage by stage in parallel processes, store one JSON per cell under "
+        "RESULTS/<suite>/cells, and write tables (markdown, HTML) and plots. See docs/benchmarks.md.",
+    )
+    p.add_argument("suite", help="suite YAML, e.g. evaluation/suites/smoke.yaml")
+    p.add_argument("--workers", type=int, default=None, help="parallel processes (default: the suite's, else 1)")
+    p.add_argument("--results-dir", default=None, help="root for results (default: the suite's, else evaluation/results)")
+    p.add_argument("--only", action="append", default=None, metavar="STAGE", help="run only this stage (repeatable)")
+    p.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
+    p.add_argument("--tables-only", action="store_true", help="rewrite tables and plots from stored cells")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from privsynth.evaluation.runner import _init_worker, load_suite, run_suite, write_plots, write_tables
+
+    _init_worker()  # cells run inline when workers == 1: one torch thread, as in the pool workers
+
+    suite = load_suite(args.suite, results_dir=args.results_dir)
+    if args.tables_only:
+        for path in write_tables(suite) + write_plots(suite):
+            print(path)
+        return 0
+    summary = run_suite(suite, workers=args.workers, only=args.only, dry_run=args.dry_run,
+                        progress=not args.no_progress)
+    print(f"{suite.name}: {summary['ran']} ran, {summary['skipped']} skipped, {summary['failed']} failed, "
+          f"{summary['blocked']} blocked; results in {suite.out}")
+    for path in summary.get("tables", []) + summary.get("plots", []):
+        print(f"  {path}")
+    return 1 if summary["failed"] else 0

@@ -1,0 +1,207 @@
+"""``privsynth pretrain | finetune | sample | synthesize``: the PrivORL-n transition synthesizer from the shell.
+
+Thin wrappers over :class:`privsynth.synth.TransitionSynthesizer` and :func:`privsynth.release.synthesize`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from privsynth.errors import InvalidData
+
+CONFIGS = ("cpu", "demo", "paper")
+
+
+def _config(args: argparse.Namespace):
+    from privsynth.synth.config import cpu_config, demo_config, paper_config
+
+    cfg = {"cpu": cpu_config, "demo": demo_config, "paper": paper_config}[args.config]()
+    if getattr(args, "seed", None) is not None:
+        cfg.seed = args.seed
+    if getattr(args, "pretrain_epochs", None) is not None:
+        cfg.pretrain.epochs = args.pretrain_epochs
+    if getattr(args, "finetune_epochs", None) is not None:
+        cfg.finetune.epochs = args.finetune_epochs
+    if getattr(args, "no_curiosity", False):
+        cfg.pretrain_curiosity = False
+    if getattr(args, "finetune_curiosity", False):
+        cfg.finetune_curiosity = True
+    if getattr(args, "curiosity_rate", None) is not None:
+        cfg.curiosity.rate = args.curiosity_rate
+    if getattr(args, "accountant", None):
+        cfg.dp.accountant = args.accountant
+    if getattr(args, "noise_multiplicity", None) is not None:
+        cfg.dp.noise_multiplicity = args.noise_multiplicity
+    if getattr(args, "sampler", None):
+        cfg.sampler.method = args.sampler
+    if getattr(args, "steps", None):
+        if cfg.sampler.method == "heun":
+            cfg.sampler.heun_steps = args.steps
+        else:
+            cfg.sampler.steps = args.steps
+    if getattr(args, "checkpoint_every", None):
+        cfg.pretrain.checkpoint_every = args.checkpoint_every
+    return cfg
+
+
+def _ids(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def _load_all(ids: list[str]):
+    from privsynth.release import as_dataset
+
+    return [as_dataset(i) for i in ids]
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", choices=CONFIGS, default="cpu", help="preset: cpu (default), demo (fast) or paper")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def _add_dp(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--epsilon", type=float, required=True, help="target epsilon of the DP fine-tuning")
+    p.add_argument("--delta", type=float, default=1e-5)
+    p.add_argument("--unit", choices=("transition", "trajectory"), default="transition", help="privacy unit")
+    p.add_argument("--accountant", choices=("rdp", "prv", "pld"), default=None)
+    p.add_argument("--finetune-epochs", type=float, default=None)
+    p.add_argument("--noise-multiplicity", type=int, default=None, help="noise draws per record (DPDM)")
+    p.add_argument("--finetune-curiosity", action="store_true", help="FineCur ablation")
+
+
+def cmd_pretrain(args: argparse.Namespace) -> int:
+    from privsynth.synth import TransitionSynthesizer
+
+    pubs = _load_all(_ids(args.public))
+    if not pubs:
+        raise InvalidData("--public needs at least one dataset id")
+    synth = TransitionSynthesizer(_config(args))
+    ckpt = Path(args.out).with_suffix(".checkpoint.pt")
+    synth.pretrain(pubs, progress=not args.quiet, checkpoint=ckpt)
+    synth.save(args.out, ema_only=args.ema_only)
+    h = synth.history[-1]
+    print(f"pre-trained on {','.join(synth.public_data)}: {h['steps']} steps, {h['seconds_per_epoch']:.1f} s/epoch -> {args.out}")
+    return 0
+
+
+def cmd_finetune(args: argparse.Namespace) -> int:
+    from privsynth.release import as_dataset
+    from privsynth.synth import TransitionSynthesizer
+    from privsynth.synth.pretrained import resolve_pretrained
+
+    synth = TransitionSynthesizer.load(resolve_pretrained(args.model))
+    cfg = _config(args)
+    cfg.denoiser, cfg.edm = synth.config.denoiser, synth.config.edm
+    synth.config = cfg
+    sens = as_dataset(args.sensitive).mark_sensitive(True)
+    synth.finetune(sens, args.epsilon, args.delta, args.unit, progress=not args.quiet)
+    synth.save(args.out)
+    print(f"fine-tuned on {sens.info.name}: epsilon {synth.ledger.epsilon():.4g} at delta {args.delta:g} ({args.unit}) -> {args.out}")
+    return 0
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from privsynth.release import release_dataset
+    from privsynth.synth import TransitionSynthesizer
+    from privsynth.synth.pretrained import resolve_pretrained
+
+    synth = TransitionSynthesizer.load(resolve_pretrained(args.model))
+    ds = synth.sample(args.n, seed=args.seed, method=args.sampler, steps=args.steps, progress=not args.quiet, name=args.out_dataset)
+    if synth.ledger is None:
+        raise InvalidData("this model was never DP fine-tuned: there is nothing releasable to sample")
+    budget = args.budget
+    if budget is None:
+        targets = [h.get("target_epsilon") for h in synth.history if h.get("private")]
+        budget = targets[-1] if targets and targets[-1] else synth.ledger.epsilon()
+    spent = release_dataset(ds, synth.ledger, args.out_dataset, epsilon_budget=budget, overwrite=args.overwrite)
+    st = synth.last_sample_stats
+    print(
+        f"wrote {ds.n_transitions} transitions to {args.out_dataset} (epsilon {spent:.4g}; "
+        f"{st['nan_rows_dropped']} NaN rows dropped; {st['returned'] / st['seconds']:.0f} rows/s)"
+    )
+    return 0
+
+
+def cmd_synthesize(args: argparse.Namespace) -> int:
+    from privsynth.release import synthesize
+
+    cfg = _config(args)
+    pubs = _ids(args.public)
+    res = synthesize(
+        args.sensitive,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        public=pubs or None,
+        unit=args.unit,
+        n=args.n,
+        config=cfg,
+        pretrained=args.pretrained,
+        pretrain=not args.no_pretrain,
+        out_dataset=args.out_dataset,
+        overwrite=args.overwrite,
+        workdir=args.workdir,
+        progress=not args.quiet,
+    )
+    if args.save_model:
+        res.synthesizer.save(args.save_model)
+    st = res.synthesizer.last_sample_stats
+    print(
+        f"wrote {res.dataset.n_transitions} synthetic transitions to {args.out_dataset}: epsilon {res.epsilon:.4g} "
+        f"at delta {args.delta:g} ({args.unit}), {st['nan_rows_dropped']} NaN rows dropped; "
+        f"seconds {json.dumps({k: round(v, 1) for k, v in res.seconds.items()})}"
+    )
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("pretrain", help="pre-train a transition synthesizer on public datasets (no DP)")
+    p.add_argument("--public", required=True, help="comma-separated public dataset ids")
+    p.add_argument("--out", required=True, help="checkpoint file to write")
+    p.add_argument("--pretrain-epochs", type=float, default=None)
+    p.add_argument("--no-curiosity", action="store_true", help="PDP-Diffusion ablation (no curiosity)")
+    p.add_argument("--curiosity-rate", type=float, default=None)
+    p.add_argument("--checkpoint-every", type=int, default=None, help="steps between resumable checkpoints")
+    p.add_argument("--ema-only", action="store_true", help="store only the EMA weights (half the size)")
+    _add_common(p)
+    p.set_defaults(func=cmd_pretrain)
+
+    p = subparsers.add_parser("finetune", help="DP fine-tune a synthesizer on a sensitive dataset")
+    p.add_argument("--model", required=True, help="checkpoint path or pre-trained name (e.g. pointmaze-umaze)")
+    p.add_argument("--sensitive", required=True, help="sensitive dataset id")
+    p.add_argument("--out", required=True, help="checkpoint file to write (carries the ledger)")
+    _add_dp(p)
+    _add_common(p)
+    p.set_defaults(func=cmd_finetune)
+
+    p = subparsers.add_parser("sample", help="sample a DP fine-tuned synthesizer and release a Minari dataset")
+    p.add_argument("--model", required=True)
+    p.add_argument("-n", type=int, default=100_000, help="transitions to sample")
+    p.add_argument("--out-dataset", required=True, help="Minari dataset id to write")
+    p.add_argument("--sampler", choices=("dpm", "heun"), default=None)
+    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--budget", type=float, default=None, help="epsilon budget for the release guard (default: target)")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_sample)
+
+    p = subparsers.add_parser("synthesize", help="pretrain -> DP finetune -> sample -> release, in one command")
+    p.add_argument("--public", default=None, help="comma-separated public dataset ids")
+    p.add_argument("--sensitive", required=True)
+    p.add_argument("-n", type=int, default=100_000)
+    p.add_argument("--out-dataset", required=True)
+    p.add_argument("--pretrained", default=None, help="shipped pre-trained model name or checkpoint (skips pre-training)")
+    p.add_argument("--no-pretrain", action="store_true", help="DPDM ablation: no pre-training")
+    p.add_argument("--no-curiosity", action="store_true", help="PDP-Diffusion ablation")
+    p.add_argument("--pretrain-epochs", type=float, default=None)
+    p.add_argument("--sampler", choices=("dpm", "heun"), default=None)
+    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--workdir", default=None, help="stage checkpoints; rerunning resumes")
+    p.add_argument("--checkpoint-every", type=int, default=None)
+    p.add_argument("--save-model", default=None, help="also save the fine-tuned synthesizer here")
+    p.add_argument("--overwrite", action="store_true")
+    _add_dp(p)
+    _add_common(p)
+    p.set_defaults(func=cmd_synthesize)

@@ -1,0 +1,226 @@
+"""Built-in cell kinds of the benchmark runner; each is one small function ``fn(params, ctx) -> dict``.
+
+The kinds glue library functions, nothing more:
+
+* ``pretrain``: :class:`privsynth.synth.TransitionSynthesizer` pre-trained on the public datasets (checkpoint).
+* ``synthesize``: DP fine-tune of the upstream pre-trained checkpoint on the sensitive dataset (or plain fine-tune for
+  ``epsilon: null``), then sampling; writes ``synthetic.npz``, ``model.pt`` and the ledger.
+* ``agent``: :func:`privsynth.evaluation.agents.train_agent` on the synthetic (or, for ``synthesizer: real``, the real)
+  data, evaluated in the real environment; final (last-K mean) and best scores.
+* ``fidelity``: marginal (1 − KS) and correlation scores against the real sensitive data.
+* ``mia``: :func:`privsynth.evaluation.mia.run_audit` on the upstream fine-tuned checkpoint, members = its
+  fine-tuning data, non-members = a held-out split; the public pre-trained checkpoint is the reference model.
+
+Imports are local so that a missing optional part fails only the cells that need it. Synthesizer settings come as
+``config: {preset: cpu|demo|paper, <section>: {<field>: value}}`` overrides of the dataclass config.
+"""
+from __future__ import annotations
+
+import dataclasses
+import resource
+import time
+from typing import Any
+
+from privsynth.errors import InvalidData
+from privsynth.evaluation.runner import CellContext, load_dataset_file, register_cell, save_dataset
+
+
+# ----------------------------------------------------------------------------------------------------- helpers
+SYNTHESIZERS = ("privorl_n",)  # names a suite may use for ``synthesizer`` (plus "real" in downstream cells)
+
+
+def _check_synthesizer(params: dict[str, Any]) -> None:
+    name = params.get("synthesizer", "privorl_n")
+    if name not in SYNTHESIZERS:
+        raise InvalidData(f"unknown synthesizer '{name}': the runner knows {', '.join(SYNTHESIZERS)}")
+
+
+def _apply(obj: Any, overrides: dict[str, Any], where: str = "config") -> None:
+    for key, value in overrides.items():
+        if not hasattr(obj, key):
+            raise InvalidData(f"unknown synthesizer setting '{where}.{key}'")
+        current = getattr(obj, key)
+        if isinstance(value, dict) and dataclasses.is_dataclass(current):
+            _apply(current, value, f"{where}.{key}")
+        else:
+            setattr(obj, key, tuple(value) if isinstance(current, tuple) and isinstance(value, list) else value)
+
+
+def synth_config(spec: dict[str, Any] | None, seed: int = 0):
+    """A :class:`TransitionSynthConfig` from ``{preset: ..., section: {field: value}}``."""
+    from privsynth.synth import config as sc
+
+    spec = dict(spec or {})
+    preset = spec.pop("preset", "cpu")
+    makers = {"cpu": sc.cpu_config, "demo": sc.demo_config, "paper": sc.paper_config}
+    if preset not in makers:
+        raise InvalidData(f"unknown synthesizer preset '{preset}': choose from {', '.join(makers)}")
+    cfg = makers[preset]()
+    _apply(cfg, spec)
+    cfg.seed = seed
+    return cfg
+
+
+def _peak_rss_mb() -> float:
+    """Peak resident memory of this worker process so far (an upper bound for the cell when workers are reused)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _public(params: dict[str, Any], ctx: CellContext) -> list:
+    names = params["data"]["public"]
+    return [ctx.dataset(n) for n in ([names] if isinstance(names, str) else names)]
+
+
+def _source_data(params: dict[str, Any], ctx: CellContext):
+    """Training data of a downstream cell: the real sensitive data for ``synthesizer: real``, else the synthetic
+    dataset written by the upstream ``synthesize`` cell."""
+    if params.get("synthesizer") == "real":
+        return ctx.dataset(params["data"]["sensitive"])
+    if ctx.upstream is None:
+        raise InvalidData(f"cell {ctx.cell_id} needs an upstream synthesize cell")
+    return load_dataset_file(ctx.upstream_dir / "synthetic.npz")
+
+
+# ----------------------------------------------------------------------------------------------------- kinds
+@register_cell("pretrain")
+def pretrain_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
+    """Pre-train on the public datasets and save the checkpoint (PrivORL §V-B)."""
+    from privsynth.synth import TransitionSynthesizer
+
+    _check_synthesizer(params)
+    cfg = synth_config(params.get("config"), int(params.get("seed", 0)))
+    synth = TransitionSynthesizer(cfg)
+    t0 = time.perf_counter()
+    synth.pretrain(_public(params, ctx), progress=False)
+    seconds = time.perf_counter() - t0
+    synth.save(ctx.artifact_dir / "model.pt")
+    return {"pretrain_seconds": seconds, "n_parameters": synth.n_parameters(), "peak_rss_mb": _peak_rss_mb()}
+
+
+@register_cell("synthesize")
+def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
+    """Fine-tune (DP unless ``epsilon`` is null) on the sensitive data, sample, save data, model and ledger."""
+    from privsynth.data.normalize import Normalizer
+    from privsynth.synth import TransitionSynthesizer
+
+    _check_synthesizer(params)
+    seed = int(params.get("seed", 0))
+    epsilon = params.get("epsilon")
+    sensitive = ctx.dataset(params["data"]["sensitive"])
+    if ctx.upstream is not None:
+        synth = TransitionSynthesizer.load(ctx.upstream_dir / "model.pt")
+        _apply(synth.config, {k: v for k, v in (params.get("config") or {}).items() if k != "preset"})
+        synth.config.seed = seed
+    elif params.get("pretrain", "none") == "none":
+        # no-pre-training ablation: fresh weights; the normaliser still comes from public data (never sensitive)
+        synth = TransitionSynthesizer(synth_config(params.get("config"), seed),
+                                      normalizer=Normalizer.fit_public(_public(params, ctx)))
+    else:
+        raise InvalidData(f"cell {ctx.cell_id} expected a pre-trained checkpoint but its pretrain cell is missing")
+    synth.config.private = epsilon is not None
+    t0 = time.perf_counter()
+    eps_arg = float(epsilon) if epsilon is not None else 1.0  # ignored when private is False
+    synth.finetune(sensitive, eps_arg, float(params.get("delta", 1e-5)), params.get("unit", "transition"),
+                   progress=False)
+    finetune_seconds = time.perf_counter() - t0
+    out: dict[str, Any] = {"finetune_seconds": finetune_seconds, "n_parameters": synth.n_parameters()}
+    n = int(params.get("num_samples", 0))
+    if n > 0:
+        t0 = time.perf_counter()
+        synthetic = synth.sample(n, seed=seed, progress=False)
+        out["sample_seconds"] = time.perf_counter() - t0
+        out["n_synthetic"] = len(synthetic)
+        save_dataset(synthetic, ctx.artifact_dir / "synthetic.npz")
+    synth.save(ctx.artifact_dir / "model.pt")
+    hist = synth.history[-1] if synth.history else {}
+    for key in ("epsilon", "noise_multiplier", "steps", "sample_rate", "final_loss"):
+        if key in hist:
+            out[f"dp_{key}" if key != "final_loss" else key] = hist[key]
+    if synth.config.private and synth.ledger is not None:
+        (ctx.artifact_dir / "ledger.json").write_text(synth.ledger.to_json())
+    out["peak_rss_mb"] = _peak_rss_mb()
+    return out
+
+
+@register_cell("agent")
+def agent_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
+    """Train a downstream agent on the (synthetic) data and evaluate it in the real environment (PrivORL §VII)."""
+    from privsynth.evaluation.agents import train_agent
+
+    data = _source_data(params, ctx)
+    eval_info = ctx.dataset(params["data"]["sensitive"]).info
+    run = train_agent(data, eval_info, agent=params["agent"], seed=int(params.get("seed", 0)),
+                      num_updates=int(params["num_updates"]), eval_every=params.get("eval_every"),
+                      eval_episodes=params.get("eval_episodes"), final_k=int(params.get("final_k", 3)),
+                      progress=False)
+    return {"final_score": run.final_score, "best_score": run.best_score, "updates_per_s": run.updates_per_s,
+            "train_seconds": run.train_time, "eval_seconds": run.eval_time, "curve": run.curve}
+
+
+@register_cell("fidelity")
+def fidelity_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
+    """Marginal and correlation scores of the synthetic data against the real sensitive data (PrivORL Table III)."""
+    from privsynth.evaluation.fidelity import tabular_fidelity
+
+    real = ctx.dataset(params["data"]["sensitive"])
+    rep = tabular_fidelity(_source_data(params, ctx), real, max_rows=params.get("max_rows"),
+                           seed=int(params.get("seed", 0)))
+    return {"marginal": rep.marginal, "correlation": rep.correlation}
+
+
+@register_cell("mia")
+def mia_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
+    """Membership inference on the upstream checkpoint (PrivORL Table VI): members ``data.sensitive`` (the target's
+    fine-tuning set), non-members ``data.holdout``; the public pre-trained checkpoint the target was fine-tuned from,
+    when there is one, is the reference model. With a ``pretrain`` upstream it attacks a model that never saw the
+    members (a control: any signal there is distribution shift between the two sets, not leakage)."""
+    from privsynth.evaluation.mia import LossAttack, ReferenceAttack, as_adapter, make_attack, run_audit
+    from privsynth.synth import TransitionSynthesizer
+
+    if ctx.upstream is None:
+        raise InvalidData(f"mia cell {ctx.cell_id} needs an upstream synthesize cell")
+    target = TransitionSynthesizer.load(ctx.upstream_dir / "model.pt")
+    pre_id = ctx.upstream.get("upstream")
+    reference = None
+    if pre_id and (ctx.suite_dir / "artifacts" / pre_id / "model.pt").exists():
+        reference = as_adapter(TransitionSynthesizer.load(ctx.suite_dir / "artifacts" / pre_id / "model.pt"))
+    attacks = []
+    for spec in params.get("attacks", [{"name": "loss"}, {"name": "pia"}, {"name": "loss_ref"}]):
+        spec = dict(spec)
+        name = spec.pop("name")
+        if name.endswith("_ref"):
+            if reference is None:
+                continue
+            attacks.append(ReferenceAttack(make_attack(name[: -len("_ref")], **spec), reference))
+        else:
+            attacks.append(make_attack(name, **spec))
+    members = ctx.dataset(params["data"]["sensitive"])  # the suite keeps it equal to the target's fine-tuning set
+    non_members = ctx.dataset(params["data"]["holdout"])
+    audit = run_audit(target, members, non_members, attacks, unit=params.get("unit", "transition"),
+                      max_units=params.get("max_units", 1000), seed=int(params.get("seed", 0)))
+    flat: dict[str, Any] = {"audit": audit}
+    for name, att in audit["attacks"].items():
+        flat[f"{name}_auc"] = att["auc"]
+        for alpha, tpr in att["tpr_at_fpr"].items():
+            flat[f"{name}_tpr@{float(alpha) * 100:g}%"] = tpr
+    return flat
+
+
+@register_cell("cost")
+def cost_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
+    """Resource cost of the upstream synthesize cell (PrivORL Table XI): wall time per phase, time per optimiser step,
+    sampling throughput, checkpoint size, parameters, peak memory of the worker process."""
+    if ctx.upstream is None:
+        raise InvalidData(f"cost cell {ctx.cell_id} needs an upstream synthesize cell")
+    res = ctx.upstream["result"]
+    out = {k: res[k] for k in ("finetune_seconds", "sample_seconds", "n_parameters", "peak_rss_mb") if k in res}
+    steps = res.get("dp_steps")
+    if steps:
+        out["seconds_per_step"] = res["finetune_seconds"] / steps
+    if res.get("sample_seconds") and res.get("n_synthetic"):
+        out["samples_per_second"] = res["n_synthetic"] / res["sample_seconds"]
+    model = ctx.upstream_dir / "model.pt"
+    if model.exists():
+        out["checkpoint_mb"] = model.stat().st_size / 2**20
+    out["private"] = ctx.upstream["params"].get("epsilon") is not None
+    return out

@@ -1,0 +1,354 @@
+"""One report for one synthetic dataset: privacy card, fidelity, RL checks, downstream agents.
+
+:func:`evaluate_synthetic` runs every evaluation that applies and writes ``report.json`` (everything, machine
+readable) and ``report.md`` (a summary with tables) next to each other, plus ``<stem>_tsne.png``:
+
+* the synthetic dataset's privacy card (``DatasetInfo.privacy_card``), when it has one;
+* tabular fidelity, marginal and correlation (:mod:`privsynth.evaluation.fidelity`, PrivORL section VIII-C);
+* TrajScore (:mod:`privsynth.evaluation.trajscore`) when both datasets have trajectories and an encoder is given or
+  public data to train one is; reported with the real-halves baseline;
+* RL-aware checks (:mod:`privsynth.evaluation.rl_checks`), with the real data as the reference column;
+* agents trained on the synthetic data and scored in the real environment (optional; needs
+  :mod:`privsynth.evaluation.agents`), optionally also on the real data for comparison.
+
+Files are written to temporary names and renamed, so a failed run never leaves a half-written report.
+
+The report reads the real data directly: it is an evaluation for the data holder or a benchmark on public stand-ins,
+not a release, and its markdown says so when the real dataset is marked sensitive. Only the TrajScore encoder is
+trained, and it is trained on public data only.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from privsynth.data.dataset import OfflineDataset
+from privsynth.errors import InvalidData, PrivsynthError
+from privsynth.evaluation.fidelity import tabular_fidelity
+from privsynth.evaluation.rl_checks import RLCheckConfig, rl_checks
+
+__all__ = ["evaluate_synthetic", "render_markdown"]
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _jsonable(x.tolist())
+    if isinstance(x, (np.floating, float)):
+        v = float(x)
+        return v if math.isfinite(v) else None
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.bool_,)):
+        return bool(x)
+    if isinstance(x, (str, int, bool)) or x is None:
+        return x
+    if hasattr(x, "to_dict"):
+        return _jsonable(x.to_dict())
+    return str(x)
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _timed(timings: dict[str, float], name: str, fn: Callable[[], Any]) -> Any:
+    t0 = time.perf_counter()
+    try:
+        return fn()
+    finally:
+        timings[name] = round(time.perf_counter() - t0, 3)
+
+
+def _trajscore_section(
+    synthetic: OfflineDataset, real: OfflineDataset, public: OfflineDataset | None, encoder: Any, progress: bool,
+    save_to: Path,
+) -> dict[str, Any]:
+    from privsynth.evaluation.trajscore import (
+        TrajScoreConfig,
+        fit_trajscore_encoder,
+        trajectory_windows,
+        trajscore,
+        trajscore_baseline,
+    )
+
+    if encoder is None and public is None:
+        return {"skipped": "no public trajectories to train the TrajScore encoder (pass public= or an encoder)"}
+    try:
+        window = encoder.config.window if encoder is not None else TrajScoreConfig().window
+        for ds in (synthetic, real):  # cheap check first: independent transitions have no TrajScore
+            trajectory_windows(ds, window)
+        saved = None
+        if encoder is None:
+            encoder = fit_trajscore_encoder(public, progress=progress)  # type: ignore[arg-type]
+            saved = encoder.save(save_to).name  # reuse it for the other rows of a table
+        out = trajscore(synthetic, real, encoder)
+        if saved:
+            out["encoder_file"] = saved
+        try:
+            out["baseline"] = trajscore_baseline(real, encoder)["trajscore"]
+        except PrivsynthError as exc:
+            out["baseline"] = None
+            out["baseline_note"] = str(exc)
+        return out
+    except PrivsynthError as exc:
+        return {"skipped": str(exc)}
+
+
+def _agents_section(
+    synthetic: OfflineDataset,
+    real: OfflineDataset,
+    agents: Sequence[str],
+    seeds: Sequence[int],
+    num_updates: int | None,
+    agents_on_real: bool,
+    agent_kwargs: Mapping[str, Any],
+    progress: bool,
+) -> dict[str, Any]:
+    try:
+        from privsynth.evaluation.agents import run_seeds
+    except ImportError:
+        return {"skipped": "privsynth.evaluation.agents is not installed in this build"}
+    out: dict[str, Any] = {}
+    kwargs = dict(agent_kwargs)
+    if num_updates is not None:
+        kwargs["num_updates"] = num_updates
+    kwargs.setdefault("progress", progress)
+    for agent in agents:
+        entry: dict[str, Any] = {}
+        for which, data in (("synthetic", synthetic), ("real", real)):
+            if which == "real" and not agents_on_real:
+                continue
+            summary = run_seeds(data, real.info, agent, seeds=list(seeds), **kwargs)
+            entry[which] = _jsonable(summary)
+        out[agent] = entry
+    return out
+
+
+def _check_agent_names(agents: Sequence[str]) -> None:
+    """Fail before any work on an unknown agent name (when the agents package is installed)."""
+    if not agents:
+        return
+    try:
+        from privsynth.evaluation.agents import AGENTS
+    except ImportError:
+        return
+    for agent in agents:
+        key = agent.lower().replace("+", "").replace("_", "").replace("-", "")
+        if key not in AGENTS:
+            raise InvalidData(f"unknown agent '{agent}'; choose one of {', '.join(AGENTS)}")
+
+
+def evaluate_synthetic(
+    synthetic: OfflineDataset,
+    real: OfflineDataset,
+    *,
+    agents: Sequence[str] = (),
+    seeds: Sequence[int] = (0, 1, 2),
+    num_updates: int | None = None,
+    agents_on_real: bool = False,
+    agent_kwargs: Mapping[str, Any] | None = None,
+    public: OfflineDataset | None = None,
+    trajscore_encoder: Any = None,
+    rl_config: RLCheckConfig | None = None,
+    max_rows: int | None = None,
+    tsne: bool = True,
+    tsne_points: int = 600,
+    out: str | Path = "report.json",
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Evaluate ``synthetic`` against ``real``; write ``out`` (JSON) and its ``.md`` summary; return the report.
+
+    ``agents`` (e.g. ``("td3bc", "iql")``) are trained on the synthetic data for each of ``seeds`` with
+    ``num_updates`` updates and scored in ``real``'s environment; ``agent_kwargs`` go to
+    :func:`privsynth.evaluation.agents.run_seeds` (``eval_every``, ``eval_episodes``, ...). ``public`` trains the
+    TrajScore encoder (or pass a trained ``trajscore_encoder``). ``max_rows`` caps the rows of the tabular scores.
+    """
+    real.check_compatible(synthetic)
+    _check_agent_names(agents)
+    out = Path(out)
+    if out.suffix != ".json":
+        raise InvalidData(f"the report path must end in .json, got '{out}'")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+    report: dict[str, Any] = {
+        "synthetic": synthetic.summary(),
+        "real": real.summary(),
+        "privacy_card": synthetic.info.privacy_card,
+    }
+    report["fidelity"] = _timed(
+        timings, "fidelity", lambda: tabular_fidelity(synthetic, real, max_rows=max_rows).to_dict()
+    )
+    report["trajscore"] = _timed(
+        timings, "trajscore", lambda: _trajscore_section(
+            synthetic, real, public, trajscore_encoder, progress, out.with_name(out.stem + "_trajscore_encoder.pt")
+        )
+    )
+    report["rl_checks"] = _timed(timings, "rl_checks", lambda: rl_checks(synthetic, real, rl_config))
+    report["plots"] = {}
+    if tsne:
+        from privsynth.evaluation.plots import tsne_plot
+
+        png = out.with_name(out.stem + "_tsne.png")
+        _timed(timings, "tsne", lambda: tsne_plot(real, synthetic, png, n_points=tsne_points, title=f"{synthetic.info.name} vs {real.info.name}"))
+        report["plots"]["tsne"] = png.name
+    if agents:
+        report["agents"] = _timed(
+            timings,
+            "agents",
+            lambda: _agents_section(
+                synthetic, real, list(agents), list(seeds), num_updates, agents_on_real, agent_kwargs or {}, progress
+            ),
+        )
+    report["timings_s"] = timings
+    report = _jsonable(report)
+    _write_text(out, json.dumps(report, indent=1))
+    _write_text(out.with_suffix(".md"), render_markdown(report))
+    return report
+
+
+# ------------------------------------------------------------------------------------------------------ markdown
+def _fmt(v: Any, digits: int | None = None) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}" if digits is not None else f"{v:.4g}"
+    return str(v).replace("|", "\\|")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
+    return lines + [""]
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    items: list[tuple[str, Any]] = []
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            items += _flatten(v, key + ".")
+        elif isinstance(v, list) and v and all(isinstance(e, Mapping) for e in v):
+            for i, e in enumerate(v):
+                items += _flatten(e, f"{key}[{i}].")
+        else:
+            items.append((key, v if not isinstance(v, list) else ", ".join(_fmt(e) for e in v)))
+    return items
+
+
+def _get(d: Any, *keys: str) -> Any:
+    for k in keys:
+        if not isinstance(d, Mapping) or d.get(k) is None:
+            return None
+        d = d[k]
+    return d
+
+
+def render_markdown(report: Mapping[str, Any]) -> str:
+    """The markdown summary of a report produced by :func:`evaluate_synthetic`."""
+    syn, real = report["synthetic"], report["real"]
+    lines = [f"# Evaluation of `{syn['name']}` against `{real['name']}`", ""]
+    lines += _table(
+        ["dataset", "transitions", "episodes", "environment", "terminal rate", "mean return / episode"],
+        [
+            ["synthetic", syn["transitions"], syn["episodes"], syn["env_id"], syn["terminal_rate"], syn["episode_return_mean"]],
+            ["real", real["transitions"], real["episodes"], real["env_id"], real["terminal_rate"], real["episode_return_mean"]],
+        ],
+    )
+    if real.get("sensitive"):
+        lines += ["> This report is computed from the real (sensitive) data and is not itself differentially private: "
+                  "its statistics and the t-SNE plot describe real records. Keep it with the data holder.", ""]
+    lines += ["## Privacy card", ""]
+    card = report.get("privacy_card")
+    if card:
+        lines += _table(["field", "value"], _flatten(card))
+    else:
+        lines += ["The synthetic dataset carries no privacy card: it was not released through a DP mechanism.", ""]
+
+    lines += ["## Fidelity", ""]
+    fid = report["fidelity"]
+    ts = report.get("trajscore") or {}
+    rows = [
+        ["marginal (mean 1 − KS)", fid["marginal"], "1 = identical per-column distributions"],
+        ["correlation (mean 1 − |Δρ|/2)", fid["correlation"], "1 = identical Pearson matrices"],
+    ]
+    if "trajscore" in ts:
+        rows.append(["TrajScore (F1)", ts["trajscore"],
+                     f"real-halves baseline {_fmt(ts.get('baseline'))}; P {_fmt(ts['precision'])}, R {_fmt(ts['recall'])}"])
+    else:
+        rows.append(["TrajScore", None, ts.get("skipped", "not computed")])
+    lines += _table(["metric", "value", "note"], rows)
+    lines += [f"Columns: state | action | reward | next state (terminal {'included' if fid['include_terminal'] else 'excluded'}); "
+              f"{fid['rows_real']} real and {fid['rows_synthetic']} synthetic rows.", ""]
+    per = fid.get("per_column") or {}
+    if per:
+        worst = sorted(per.items(), key=lambda kv: (kv[1]["marginal"] if kv[1]["marginal"] is not None else 2))[:5]
+        lines += ["Lowest per-column marginal scores:", ""]
+        lines += _table(["column", "1 − KS", "mean pair correlation score"],
+                        [[c, v["marginal"], v["correlation"]] for c, v in worst])
+
+    rl = report.get("rl_checks") or {}
+    lines += [f"## RL checks (adapter: {rl.get('adapter', 'n/a')})", ""]
+    s, r = rl.get("synthetic") or {}, rl.get("real") or {}
+    tol_d = _get(rl, "config", "dynamics_tol")
+    tol_r = _get(rl, "config", "reward_tol")
+    lines += _table(
+        ["check", "synthetic", "real (reference)"],
+        [
+            ["dynamics: mean next-state error", _get(s, "dynamics", "mean_error"), _get(r, "dynamics", "mean_error")],
+            ["dynamics: relative error (÷ mean step)", _get(s, "dynamics", "relative_error"), _get(r, "dynamics", "relative_error")],
+            [f"dynamics: fraction within {_fmt(tol_d)}", _get(s, "dynamics", "within_tol"), _get(r, "dynamics", "within_tol")],
+            ["reward: mean abs error", _get(s, "reward", "mean_abs_error"), _get(r, "reward", "mean_abs_error")],
+            [f"reward: fraction within {_fmt(tol_r)}", _get(s, "reward", "within_tol"), _get(r, "reward", "within_tol")],
+            ["terminal rate", s.get("terminal_rate"), r.get("terminal_rate")],
+            ["terminal flag agrees with env", s.get("terminal_agreement"), r.get("terminal_agreement")],
+        ],
+    )
+    cov = rl.get("coverage") or {}
+    if cov:
+        lines += _table(
+            ["coverage", "value"],
+            [
+                ["state bins", cov["n_bins"]],
+                ["visited by real", cov["real_coverage"]],
+                ["visited by synthetic", cov["synthetic_coverage"]],
+                ["overlap (Jaccard)", cov["overlap_jaccard"]],
+                ["synthetic states in bins real data visits", cov["synthetic_in_real_bins"]],
+                ["synthetic states in walls / off the map", cov["synthetic_invalid_rate"]],
+            ],
+        )
+
+    if "agents" in report:
+        lines += ["## Downstream agents (normalised score, real environment)", ""]
+        ag = report["agents"]
+        if "skipped" in ag:
+            lines += [f"Skipped: {ag['skipped']}.", ""]
+        else:
+            rows = []
+            for name, entry in ag.items():
+                for which in ("synthetic", "real"):
+                    e = entry.get(which)
+                    if e:
+                        rows.append([name, which, f"{_fmt(e.get('final_mean'), 1)} ± {_fmt(e.get('final_std'), 1)}",
+                                     f"{_fmt(e.get('best_mean'), 1)} ± {_fmt(e.get('best_std'), 1)}",
+                                     ", ".join(str(x) for x in e.get("seeds", []))])
+            lines += _table(["agent", "trained on", "final (mean ± std)", "best (mean ± std)", "seeds"], rows)
+
+    if report.get("plots", {}).get("tsne"):
+        lines += ["## t-SNE", "", f"![t-SNE of real vs synthetic transitions]({report['plots']['tsne']})", ""]
+    timings = report.get("timings_s") or {}
+    if timings:
+        lines += ["Timings (s): " + ", ".join(f"{k} {v}" for k, v in timings.items()), ""]
+    return "\n".join(lines)

@@ -1,0 +1,10 @@
+"""DP offline-RL methods of the reference papers (learners that consume the shared dataset model).
+
+* :mod:`privsynth.methods.dp_apvi`: DP-APVI / APVI (tabular pessimistic value iteration on privatised counts) and the
+  noisy-count synthetic-data release.
+* :mod:`privsynth.methods.dp_vapvi`: DP-VAPVI / VAPVI / PEVI (linear MDPs).
+* :mod:`privsynth.methods.dp_apvi_release`: the count release written as a Minari dataset with a privacy card.
+* :mod:`privsynth.methods.tabular_mdp`, :mod:`privsynth.methods.linear_mdp`: the environments used as data sources.
+* :mod:`privsynth.methods.zcdp`: zCDP noise scales, ρ → (ε, δ) conversions and a small ledger of releases.
+* :mod:`privsynth.methods.apvi_experiments`: the gap-vs-K experiments behind ``privsynth methods dp-vapvi|dp-apvi``.
+"""

@@ -1,0 +1,53 @@
+"""The interface every synthesizer in privsynth implements (DESIGN: synth/).
+
+``pretrain(public)`` learns from public data without privacy; ``finetune(sensitive, epsilon, delta, unit)`` learns from
+the sensitive data through an accounted DP mechanism and records it on :attr:`Synthesizer.ledger`;
+``sample(n)`` returns a synthetic :class:`~privsynth.data.OfflineDataset` (un-normalised, ready for release) whose
+``info.privacy_card`` carries the ledger; ``save(path)`` / ``load(path)`` round-trip everything, config included.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+from privsynth.data.dataset import OfflineDataset
+
+__all__ = ["Synthesizer", "Unit"]
+
+Unit = Literal["transition", "trajectory"]
+
+
+class Synthesizer(ABC):
+    """Common verbs: pretrain, finetune, sample, save, load."""
+
+    name: str = "synthesizer"
+    config: Any
+
+    @abstractmethod
+    def pretrain(self, public: OfflineDataset | Sequence[OfflineDataset], **kwargs: Any) -> "Synthesizer":
+        """Fit on public data (no privacy). Returns ``self``."""
+
+    @abstractmethod
+    def finetune(
+        self, sensitive: OfflineDataset, epsilon: float, delta: float, unit: Unit = "transition", **kwargs: Any
+    ) -> "Synthesizer":
+        """Fit on sensitive data with (ε, δ)-DP at the given privacy unit; the spent budget goes to the ledger."""
+
+    @abstractmethod
+    def sample(self, n: int, **kwargs: Any) -> OfflineDataset:
+        """``n`` synthetic records, un-normalised, with the privacy card in ``info.privacy_card``."""
+
+    @abstractmethod
+    def save(self, path: str | Path) -> Path:
+        """Write a self-contained checkpoint (weights, normaliser, config, ledger)."""
+
+    @classmethod
+    @abstractmethod
+    def load(cls, path: str | Path) -> "Synthesizer":
+        """Inverse of :meth:`save`."""
+
+    @property
+    def ledger(self) -> Any:
+        """The privacy ledger of everything sensitive this synthesizer has seen (None before fine-tuning)."""
+        return getattr(self, "_ledger", None)

@@ -1,0 +1,197 @@
+"""Configuration dataclasses of the transition synthesizer (PrivORL-n), with the papers' defaults.
+
+Every default cites where it comes from: EDM = Karras et al. 2022 (Table 1, Algorithm 2); SynthER / PrivORL =
+the PrivORL paper (appendix F) and its replication package (gin files, ``train_diffuser.py``). The CPU default
+(:func:`cpu_config`) and the demo config (:func:`demo_config`) differ only where a measurement said so
+(see ``scripts/bench_synth.py`` and ``docs/synthesizers.md``).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "EDMConfig",
+    "DenoiserConfig",
+    "CuriosityConfig",
+    "TrainConfig",
+    "DPConfig",
+    "SamplerConfig",
+    "TransitionSynthConfig",
+    "paper_config",
+    "cpu_config",
+    "demo_config",
+    "config_to_dict",
+    "config_from_dict",
+]
+
+
+@dataclass
+class EDMConfig:
+    """EDM preconditioning, training-noise distribution and sampler schedule (Karras et al. 2022)."""
+
+    sigma_data: float = 1.0  # data std; 1.0 because rows are z-scored (SynthER gin; EDM images use 0.5)
+    sigma_min: float = 0.002  # smallest sampling noise level (EDM Table 1)
+    sigma_max: float = 80.0  # largest sampling noise level (EDM Table 1)
+    rho: float = 7.0  # Karras schedule curvature (EDM eq. 5)
+    p_mean: float = -1.2  # ln sigma ~ N(p_mean, p_std^2) during training (EDM Table 1)
+    p_std: float = 1.2
+
+
+@dataclass
+class DenoiserConfig:
+    """Residual-MLP denoiser F (PrivORL appendix F-A: width 1024, depth 6, 16-dim random Fourier noise embedding)."""
+
+    width: int = 1024  # hidden width W of the residual trunk
+    depth: int = 6  # number of residual blocks h + Linear(SiLU(LN(h)))
+    cond_dim: int = 128  # width of the input projection and of the noise embedding MLP (SynthER dim_t)
+    fourier_dim: int = 16  # random Fourier features of c_noise (frozen), paper appendix F-A
+    fourier_scale: float = 6.283  # std of the random frequencies: N(0,1)*2pi as in lucidrains RandomOrLearnedSinusoidalPosEmb
+
+
+@dataclass
+class CuriosityConfig:
+    """Random-network-distillation curiosity (PrivORL section V-A/B, appendix C and F-B)."""
+
+    rate: float = 0.3  # rho: fraction of each training batch replaced by top-novelty synthetic rows (paper default)
+    pool_size: int = 1000  # synthetic rows drawn from the current model at each refresh (PrivORL code: 1000)
+    refresh_every: int = 0  # steps between pool refreshes; 0 = once per epoch (PrivORL code)
+    sample_steps: int = 10  # DPM-Solver steps used to draw the pool (cheap; the paper uses its Heun sampler)
+    target_hidden: tuple[int, ...] = (128, 64)  # fixed target net in->128->64->out (deeper than the predictor)
+    predictor_hidden: tuple[int, ...] = (64,)  # trained predictor in->64->out
+    out_dim: int = 32  # output dimension of both networks (appendix F-B)
+    lr: float = 3e-4  # predictor Adam learning rate (PrivORL rnd.py)
+    train_steps: int = 1  # predictor updates on the pool after each refresh (scoring is separate)
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation of one phase (pre-training or fine-tuning). PrivORL: AdamW 3e-4, betas (0.9, 0.99), batch 128."""
+
+    epochs: float = 10.0  # passes over the data (PrivORL: 10 pre-training, 5 fine-tuning)
+    batch_size: int = 128  # (expected) batch size in privacy units for DP
+    lr: float = 3e-4
+    betas: tuple[float, float] = (0.9, 0.99)
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0  # non-private phases only; DP clipping is the privacy core's max_grad_norm
+    ema_decay: float = 0.995  # EMA of the weights, what is sampled and released (PrivORL ema_pytorch beta)
+    ema_every: int = 10  # EMA update period in optimiser steps (PrivORL update_every)
+    ema_warmup: bool = True  # decay_t = min(decay, (1+t)/(10+t)); lets short CPU runs move the EMA
+    max_steps: int | None = None  # cap on steps (for quick runs); None = epochs decide
+    checkpoint_every: int = 0  # steps between resumable checkpoints (0 = none)
+
+
+@dataclass
+class DPConfig:
+    """DP fine-tuning request, forwarded to :class:`privsynth.privacy.dpsgd.DPSGDConfig` (PrivORL section V-C)."""
+
+    epsilon: float = 10.0
+    delta: float = 1e-5
+    unit: Literal["transition", "trajectory"] = "transition"
+    max_grad_norm: float = 1.0  # Opacus default, PrivORL appendix F-A
+    accountant: Literal["rdp", "prv", "pld"] = "rdp"  # the paper reports RDP
+    grad_sample_mode: str = "auto"  # privacy core: book-keeping clipping for Linear/LayerNorm nets, else Opacus ghost
+    noise_multiplicity: int = 4  # K noise draws per record averaged inside one unit (DPDM); free in privacy
+    transitions_per_trajectory: int = 32  # unit=trajectory: transitions of the trajectory used per step (no duplication)
+    trajectory_batch_size: int = 32  # unit=trajectory: expected trajectories per step (PrivORL-J batch 32)
+    noise_multiplier: float | None = None  # None = calibrate to epsilon
+
+
+@dataclass
+class SamplerConfig:
+    """Sampling: diffusers' EDM DPM-Solver++ (fast default) or the EDM stochastic Heun sampler (paper reference)."""
+
+    method: Literal["dpm", "heun"] = "dpm"
+    steps: int = 20  # DPM-Solver++(2M) steps; Heun uses heun_steps
+    heun_steps: int = 128  # PrivORL gin num_sample_steps
+    s_churn: float = 80.0  # EDM stochastic Heun (Algorithm 2) settings, lucidrains / PrivORL defaults
+    s_tmin: float = 0.05
+    s_tmax: float = 50.0
+    s_noise: float = 1.003
+    batch_size: int = 50_000  # rows per sampling batch
+    terminal_threshold: float = 0.5  # terminal flag = sampled value > threshold (PrivORL gin)
+    clip_actions: bool = True  # clip actions to the action space before release
+    snap_discrete: bool = True  # columns with at most `discrete_max_values` values in the PUBLIC data (e.g. a sparse
+    discrete_max_values: int = 10  # 0/1 reward) are snapped to the nearest public value (PrivORL VI-D argmax analogue)
+
+
+@dataclass
+class TransitionSynthConfig:
+    """Everything that defines one PrivORL-n synthesizer; saved next to every checkpoint."""
+
+    edm: EDMConfig = field(default_factory=EDMConfig)
+    denoiser: DenoiserConfig = field(default_factory=DenoiserConfig)
+    curiosity: CuriosityConfig = field(default_factory=CuriosityConfig)
+    pretrain: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=10.0))
+    finetune: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=5.0))
+    dp: DPConfig = field(default_factory=DPConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    pretrain_curiosity: bool = True  # False = PDP-Diffusion ablation (pre-training without curiosity)
+    finetune_curiosity: bool = False  # True = FineCur ablation (curiosity during DP fine-tuning)
+    private: bool = True  # False = "no privacy" ablation (plain fine-tuning, nothing is released as DP)
+    seed: int = 0
+
+    @property
+    def sigma_data(self) -> float:
+        return self.edm.sigma_data
+
+
+def paper_config() -> TransitionSynthConfig:
+    """PrivORL-n as in the paper: W=1024, L=6, 10 + 5 epochs, batch 128, Heun-128 sampling."""
+    cfg = TransitionSynthConfig()
+    cfg.sampler.method = "heun"
+    return cfg
+
+
+def cpu_config() -> TransitionSynthConfig:
+    """CPU default, chosen by measurement (``scripts/bench_synth.py --arch-sweep``): see docs/synthesizers.md."""
+    cfg = TransitionSynthConfig()
+    cfg.denoiser = DenoiserConfig(width=256, depth=2)  # arch sweep: same fidelity as 256x4 / 512x3, 1.5-3x cheaper
+    cfg.pretrain = TrainConfig(epochs=10.0, batch_size=256, lr=1e-3, ema_every=1, ema_decay=0.999)
+    cfg.finetune = TrainConfig(epochs=5.0, batch_size=256, lr=1e-3, ema_every=1, ema_decay=0.995)
+    return cfg
+
+
+def demo_config() -> TransitionSynthConfig:
+    """Small and fast: a few minutes on 2 cores for pre-train + DP fine-tune + sampling at the demo scale."""
+    cfg = cpu_config()
+    cfg.pretrain.epochs = 3.0
+    cfg.finetune.epochs = 3.0
+    cfg.curiosity.pool_size = 512
+    return cfg
+
+
+# ------------------------------------------------------------------------------------------- serialisation
+def config_to_dict(cfg: Any) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def _build(cls: type, data: dict[str, Any]) -> Any:
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        ftype = f.type if not isinstance(f.type, str) else _TYPES.get(f.type)
+        if isinstance(ftype, type) and dataclasses.is_dataclass(ftype) and isinstance(value, dict):
+            value = _build(ftype, value)
+        elif isinstance(value, list) and f.name in {"betas", "target_hidden", "predictor_hidden"}:
+            value = tuple(value)
+        kwargs[f.name] = value
+    return cls(**kwargs)
+
+
+_TYPES: dict[str, type] = {
+    "EDMConfig": EDMConfig,
+    "DenoiserConfig": DenoiserConfig,
+    "CuriosityConfig": CuriosityConfig,
+    "TrainConfig": TrainConfig,
+    "DPConfig": DPConfig,
+    "SamplerConfig": SamplerConfig,
+}
+
+
+def config_from_dict(data: dict[str, Any]) -> TransitionSynthConfig:
+    """Inverse of :func:`config_to_dict` (unknown keys are ignored, missing keys take defaults)."""
+    return _build(TransitionSynthConfig, data)

@@ -1,0 +1,120 @@
+"""Curiosity module: random network distillation (RND) novelty of synthetic rows (PrivORL section V, appendix C, F-B).
+
+A fixed, randomly initialised *target* network (deeper: in→128→64→32) and a trained *predictor* (in→64→32); the
+curiosity score of a row is the predictor's squared error against the target (paper eq. 4). Unlike the PrivORL code,
+scoring never trains the predictor: :meth:`RND.score` is pure, :meth:`RND.fit` is the separate training step.
+
+:class:`CuriosityMixer` implements the batch replacement of section V-B: a pool of synthetic rows is drawn from the
+current model, scored, and its top-``rate`` fraction kept; every training batch then has exactly
+``round(rate · B)`` of its rows replaced by rows drawn from that top set.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+from torch import nn
+
+from privsynth.synth.config import CuriosityConfig
+
+__all__ = ["RND", "CuriosityMixer", "n_replaced"]
+
+
+def _mlp(d_in: int, hidden: Sequence[int], d_out: int) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for h in hidden:
+        layers += [nn.Linear(d_in, h), nn.ReLU()]
+        d_in = h
+    layers.append(nn.Linear(d_in, d_out))
+    return nn.Sequential(*layers)
+
+
+class RND(nn.Module):
+    """Random network distillation: fixed target f, trained predictor f̂; score = mean_j (f̂(x) − f(x))_j²."""
+
+    def __init__(self, data_dim: int, cfg: CuriosityConfig, seed: int = 0) -> None:
+        super().__init__()
+        gen_state = torch.random.get_rng_state()
+        torch.manual_seed(seed)
+        self.target = _mlp(data_dim, cfg.target_hidden, cfg.out_dim)
+        for m in self.target:
+            if isinstance(m, nn.Linear):  # PrivORL rnd.py: N(0, 0.1) weights, zero bias
+                nn.init.normal_(m.weight, std=0.1)
+                nn.init.zeros_(m.bias)
+        self.target.requires_grad_(False)
+        self.predictor = _mlp(data_dim, cfg.predictor_hidden, cfg.out_dim)
+        torch.random.set_rng_state(gen_state)
+        self.opt = torch.optim.Adam(self.predictor.parameters(), lr=cfg.lr)
+
+    @torch.no_grad()
+    def score(self, x: torch.Tensor) -> torch.Tensor:
+        """Curiosity score per row [N] (no training)."""
+        return (self.predictor(x) - self.target(x)).pow(2).mean(-1)
+
+    def fit(self, x: torch.Tensor, steps: int = 1) -> float:
+        """Train the predictor towards the target on ``x`` (rows seen become less novel). Returns the last loss."""
+        loss = torch.tensor(0.0)
+        for _ in range(steps):
+            loss = (self.predictor(x) - self.target(x)).pow(2).mean()
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            self.opt.step()
+        return float(loss)
+
+
+def n_replaced(batch_size: int, rate: float) -> int:
+    """Rows of a batch of ``batch_size`` replaced at curiosity rate ``rate``: round(rate · B), capped at B."""
+    return min(batch_size, max(0, int(round(rate * batch_size))))
+
+
+class CuriosityMixer:
+    """Keeps the top-novelty synthetic rows and mixes them into training batches (PrivORL section V-B)."""
+
+    def __init__(self, rnd: RND, cfg: CuriosityConfig, generator: torch.Generator | None = None) -> None:
+        self.rnd = rnd
+        self.cfg = cfg
+        self.generator = generator
+        self.top: torch.Tensor | None = None  # [k, D] highest-scored rows of the last pool
+        self.top_scores: torch.Tensor | None = None
+        self.refreshes = 0
+
+    def refresh(self, draw: Callable[[int], torch.Tensor]) -> torch.Tensor:
+        """Draw a pool with ``draw(n)`` (normalised rows from the current model), score it, keep the top fraction.
+
+        The predictor is trained on the pool *after* scoring, so the next pool rewards rows unlike these.
+        NaN/inf rows of the pool are discarded before scoring. Returns the kept rows.
+        """
+        pool = draw(self.cfg.pool_size)
+        pool = pool[torch.isfinite(pool).all(-1)]
+        if pool.shape[0] == 0:
+            self.top, self.top_scores = None, None
+            return pool.new_zeros(0, pool.shape[-1])
+        scores = self.rnd.score(pool)
+        k = max(1, n_replaced(pool.shape[0], self.cfg.rate))
+        order = torch.argsort(scores, descending=True)[:k]
+        self.top, self.top_scores = pool[order].detach(), scores[order]
+        self.rnd.fit(pool, self.cfg.train_steps)
+        self.refreshes += 1
+        return self.top
+
+    def mix(self, batch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Replace exactly ``round(rate · B)`` random rows of ``batch`` [B, D] with rows of the top set.
+
+        Returns the new batch and the boolean mask [B] of replaced positions. Without a top set the batch is unchanged.
+        """
+        b = batch.shape[0]
+        mask = torch.zeros(b, dtype=torch.bool)
+        if self.top is None or self.top.shape[0] == 0:
+            return batch, mask
+        k = n_replaced(b, self.cfg.rate)
+        if k == 0:
+            return batch, mask
+        pos = torch.randperm(b, generator=self.generator)[:k]
+        if self.top.shape[0] >= k:
+            src = torch.randperm(self.top.shape[0], generator=self.generator)[:k]
+        else:
+            src = torch.randint(self.top.shape[0], (k,), generator=self.generator)
+        out = batch.clone()
+        out[pos] = self.top[src].to(out)
+        mask[pos] = True
+        return out, mask

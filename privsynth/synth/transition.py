@@ -1,0 +1,666 @@
+"""PrivORL-n: a transition synthesizer = EDM diffusion over transition rows, curiosity-driven pre-training on public
+data, DP-SGD fine-tuning on sensitive data (PrivORL section V; SynthER for the EDM/residual-MLP recipe).
+
+Rows are ``state | action | reward | next state | terminal`` (``OfflineDataset.transition_matrix``), z-scored by a
+:class:`~privsynth.data.normalize.Normalizer` fitted on **public** data only; the normaliser is a buffer module saved
+with the checkpoint and fine-tuning never refits it. Training updates an EMA copy of the weights; sampling, the MIA
+hooks (:meth:`TransitionSynthesizer.denoise`, :meth:`TransitionSynthesizer.edm_loss`) and releases all use the EMA
+weights. DP fine-tuning goes through :func:`privsynth.privacy.dpsgd.dp_train` at unit ``transition`` (the paper) or
+``trajectory`` (one trajectory = one privacy unit, a fixed number of its transitions per step, never duplicated), and
+its accounted event is appended to :attr:`TransitionSynthesizer.ledger`.
+
+Ablations (PrivORL section IX) are switches of :class:`~privsynth.synth.config.TransitionSynthConfig`: skip
+:meth:`pretrain` (DPDM), ``pretrain_curiosity=False`` (PDP-Diffusion), ``finetune_curiosity=True`` (FineCur),
+``private=False`` (no privacy).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from privsynth.data.dataset import DatasetInfo, OfflineDataset
+from privsynth.data.normalize import Normalizer, refuse_sensitive
+from privsynth.errors import InvalidData, PrivacyError, SpaceMismatch
+from privsynth.synth.base import Synthesizer, Unit
+from privsynth.synth.config import (
+    TrainConfig,
+    TransitionSynthConfig,
+    config_from_dict,
+    config_to_dict,
+    cpu_config,
+)
+from privsynth.synth.curiosity import RND, CuriosityMixer
+from privsynth.synth.denoiser import ResidualMLPDenoiser
+from privsynth.synth.edm import EDM
+from privsynth.synth.ema import EMA
+from privsynth.synth.sampling import sample_dpm, sample_rows
+
+__all__ = ["TransitionSynthesizer", "UnitLoss", "FORMAT"]
+
+FORMAT = "privsynth.transition-synth/1"
+
+
+class UnitLoss(nn.Module):
+    """Per-privacy-unit EDM loss [B] for DP-SGD; σ and noise are drawn inside ``forward``.
+
+    * unit ``transition``: ``forward(x [B, D])``; each record carries ``multiplicity`` independent (σ, noise) draws
+      whose losses are averaged (DPDM noise multiplicity: same record, one clipped gradient, no extra privacy cost).
+    * unit ``trajectory``: ``forward(x [B, L, D], mask [B, L])``; per trajectory, up to ``per_unit`` of its valid
+      transitions are picked at random (without replacement) and their losses averaged, so the clipped gradient is the
+      whole trajectory's contribution.
+    * FineCur: when ``curiosity_rows`` is set, each unit's loss is ``(1 − rate)·real + rate·synthetic`` where the
+      synthetic row is a top-novelty sample of the current model (a function of already-private weights).
+    """
+
+    def __init__(self, edm: EDM, *, multiplicity: int = 1, per_unit: int = 32, rate: float = 0.0) -> None:
+        super().__init__()
+        self.edm = edm
+        self.multiplicity = max(int(multiplicity), 1)
+        self.per_unit = max(int(per_unit), 1)
+        self.rate = rate
+        self.curiosity_rows: torch.Tensor | None = None
+
+    def _rows_loss(self, x: torch.Tensor) -> torch.Tensor:
+        """x [B, D] -> [B] with noise multiplicity."""
+        if self.multiplicity == 1:
+            return self.edm.random_loss(x)
+        xs = x[:, None, :].expand(x.shape[0], self.multiplicity, x.shape[1])
+        return self.edm.random_loss(xs).mean(-1)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if x.ndim == 2:
+            loss = self._rows_loss(x)
+        else:
+            b, length, d = x.shape
+            m = min(self.per_unit, length)
+            valid = mask.bool() if mask is not None else torch.ones(b, length, dtype=torch.bool)
+            keys = torch.rand(b, length).masked_fill(~valid, -1.0)
+            idx = keys.topk(m, dim=1).indices  # random valid positions first
+            sel_valid = valid.gather(1, idx).float()
+            sel = x.gather(1, idx[..., None].expand(b, m, d))
+            if self.multiplicity > 1:
+                sel = sel.repeat_interleave(self.multiplicity, dim=1)
+                sel_valid = sel_valid.repeat_interleave(self.multiplicity, dim=1)
+            per_row = self.edm.random_loss(sel)
+            loss = (per_row * sel_valid).sum(1) / sel_valid.sum(1).clamp_min(1.0)
+        rows = self.curiosity_rows
+        if rows is not None and rows.shape[0] > 0 and self.rate > 0:
+            syn = rows[torch.randint(rows.shape[0], (loss.shape[0],))]
+            loss = (1 - self.rate) * loss + self.rate * self._rows_loss(syn)
+        return loss
+
+
+def _atomic_torch_save(obj: Any, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def _new_ledger(unit: str, accountant: str, delta: float, public_data: list[str]) -> Any:
+    from privsynth.privacy.ledger import Ledger
+
+    return Ledger(unit=unit, accountant=accountant, delta=delta, public_data=list(public_data))
+
+
+class TransitionSynthesizer(Synthesizer):
+    """PrivORL-n. ``TransitionSynthesizer(cpu_config()).pretrain(public).finetune(sensitive, 10, 1e-5).sample(n)``."""
+
+    name = "privorl-n"
+
+    def __init__(self, config: TransitionSynthConfig | None = None, *, normalizer: Normalizer | None = None) -> None:
+        self.config = config or cpu_config()
+        self.normalizer: Normalizer | None = normalizer
+        self.model: EDM | None = None
+        self.ema: EMA | None = None
+        self.obs_dim: int | None = None
+        self.act_dim: int | None = None
+        self.template: DatasetInfo | None = None  # env, spaces and reference scores of the data (public facts)
+        self._ledger: Any = None
+        self.public_data: list[str] = []
+        self.history: list[dict[str, Any]] = []
+        self.nonprivate_finetunes = 0  # fine-tunes on sensitive data with private=False (never releasable as DP)
+        self.last_sample_stats: dict[str, Any] = {}
+        self.discrete_values: dict[int, list[float]] = {}  # column -> value set, learnt from public data only
+
+    # ------------------------------------------------------------------------------------------------ building
+    @property
+    def data_dim(self) -> int:
+        if self.obs_dim is None or self.act_dim is None:
+            raise InvalidData("the synthesizer has not seen any data yet: pre-train it or load a checkpoint")
+        return 2 * self.obs_dim + self.act_dim + 2
+
+    def _build(self, obs_dim: int, act_dim: int, template: DatasetInfo) -> None:
+        self.obs_dim, self.act_dim = obs_dim, act_dim
+        self.template = dataclasses.replace(template, sensitive=False, privacy_card=None, extra={}, name="template")
+        torch.manual_seed(self.config.seed)
+        net = ResidualMLPDenoiser(self.data_dim, self.config.denoiser)
+        self.model = EDM(net, self.config.edm)
+        t = self.config.pretrain
+        self.ema = EMA(self.model, decay=t.ema_decay, every=t.ema_every, warmup=t.ema_warmup)
+        if self.normalizer is not None and self.normalizer.dim != self.data_dim:
+            raise SpaceMismatch(f"normaliser has {self.normalizer.dim} columns but transitions have {self.data_dim}")
+
+    def _check_data(self, ds: OfflineDataset) -> None:
+        if self.obs_dim is None:
+            return
+        if (ds.obs_dim, ds.act_dim) != (self.obs_dim, self.act_dim):
+            raise SpaceMismatch(
+                f"dataset '{ds.info.name}' has obs/action dims {ds.obs_dim}/{ds.act_dim} but the synthesizer was "
+                f"built for {self.obs_dim}/{self.act_dim}"
+            )
+
+    def n_parameters(self) -> int:
+        return sum(p.numel() for p in self.model.parameters()) if self.model is not None else 0
+
+    @property
+    def released(self) -> EDM:
+        """The EMA model: what is sampled, released and attacked."""
+        if self.ema is None:
+            raise InvalidData("the synthesizer has no weights yet: pre-train, fine-tune or load it first")
+        return self.ema.shadow
+
+    # ------------------------------------------------------------------------------------------- MIA adapter
+    @torch.no_grad()
+    def denoise(self, x_norm: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+        """EDM D(x; σ) of the released (EMA) weights; ``x_norm`` [B, D] normalised rows, ``sigma`` [B]."""
+        return self.released.eval().denoise(x_norm, sigma)
+
+    @torch.no_grad()
+    def edm_loss(self, x_norm: torch.Tensor, sigma: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """Per-sample λ(σ)-weighted EDM loss [B] of the released (EMA) weights at given σ [B] and noise [B, D]."""
+        return self.released.eval().loss(x_norm, sigma, noise)
+
+    # ------------------------------------------------------------------------------------------- pre-training
+    def pretrain(
+        self,
+        public: OfflineDataset | Sequence[OfflineDataset],
+        *,
+        progress: bool = True,
+        checkpoint: str | Path | None = None,
+    ) -> "TransitionSynthesizer":
+        """Curiosity-driven pre-training on public data (no DP; PrivORL section V-B). Fits the normaliser on it.
+
+        ``checkpoint``: a file written every ``config.pretrain.checkpoint_every`` steps; if it exists, training
+        resumes from it.
+        """
+        datasets = [public] if isinstance(public, OfflineDataset) else list(public)
+        if not datasets:
+            raise InvalidData("pre-training needs at least one public dataset")
+        for ds in datasets:
+            refuse_sensitive(ds, "pre-train a synthesizer")
+            datasets[0].check_compatible(ds)
+        if self.model is None:
+            self._build(datasets[0].obs_dim, datasets[0].act_dim, datasets[0].info)
+        for ds in datasets:
+            self._check_data(ds)
+        if self.normalizer is None:
+            self.normalizer = Normalizer.fit_public(datasets)
+        rows = np.concatenate([ds.transition_matrix() for ds in datasets])
+        self.discrete_values = self._discrete_support(rows)
+        x = torch.as_tensor(self.normalizer.normalize(rows))
+        self.public_data += [ds.info.name for ds in datasets]
+        self._train_plain(
+            x,
+            self.config.pretrain,
+            phase="pretrain",
+            curiosity=self.config.pretrain_curiosity,
+            progress=progress,
+            checkpoint=Path(checkpoint) if checkpoint else None,
+        )
+        return self
+
+    def _discrete_support(self, public_rows: np.ndarray) -> dict[int, list[float]]:
+        """Columns (terminal excluded) with few distinct values in the public data, and those values."""
+        out: dict[int, list[float]] = {}
+        k = self.config.sampler.discrete_max_values
+        for j in range(public_rows.shape[1] - 1):
+            vals = np.unique(public_rows[:, j])
+            if 1 < len(vals) <= k:
+                out[j] = [float(v) for v in vals]
+        return out
+
+    def _draw_normalised(self, model: EDM, n: int, steps: int) -> torch.Tensor:
+        was = model.training
+        model.eval()
+        out = sample_dpm(model, n, self.data_dim, steps)
+        model.train(was)
+        return out
+
+    def _make_mixer(self) -> CuriosityMixer:
+        rnd = RND(self.data_dim, self.config.curiosity, seed=self.config.seed + 1)
+        return CuriosityMixer(rnd, self.config.curiosity, generator=torch.Generator().manual_seed(self.config.seed + 2))
+
+    def _train_plain(
+        self,
+        x: torch.Tensor,
+        tc: TrainConfig,
+        *,
+        phase: str,
+        curiosity: bool,
+        progress: bool,
+        checkpoint: Path | None = None,
+    ) -> None:
+        """Non-private training loop (pre-training, or fine-tuning with ``private=False``)."""
+        assert self.model is not None and self.ema is not None
+        n = x.shape[0]
+        bs = min(tc.batch_size, n)
+        steps_per_epoch = max(1, n // bs)
+        total = max(1, int(round(tc.epochs * steps_per_epoch)))
+        if tc.max_steps is not None:
+            total = min(total, tc.max_steps)
+        opt = torch.optim.AdamW(self.model.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay)
+        self.ema.reset(self.model, decay=tc.ema_decay, every=tc.ema_every)
+        mixer = self._make_mixer() if curiosity and self.config.curiosity.rate > 0 else None
+        refresh = self.config.curiosity.refresh_every or steps_per_epoch
+        gen = torch.Generator().manual_seed(self.config.seed + 3)
+        step = 0
+        perm = torch.randperm(n, generator=gen)
+        if checkpoint is not None and checkpoint.exists():
+            state = torch.load(checkpoint, weights_only=False)
+            if state.get("phase") == phase:
+                self.model.load_state_dict(state["model"])
+                opt.load_state_dict(state["opt"])
+                self.ema.shadow.load_state_dict(state["ema"])
+                self.ema.updates, self.ema.calls = state["ema_counts"]
+                gen.set_state(state["gen"])
+                torch.set_rng_state(state["torch_rng"])
+                if mixer is not None and state.get("mixer") is not None:
+                    mixer.rnd.load_state_dict(state["mixer"]["rnd"])
+                    mixer.top = state["mixer"]["top"]
+                perm = state["perm"]
+                step = state["step"]
+        self.model.train()
+        losses: list[float] = []
+        t0, c0 = time.perf_counter(), time.process_time()
+        t_sampling = 0.0
+        bar = tqdm(total=total, initial=step, desc=phase, disable=not progress, unit="step", leave=False)
+        while step < total:
+            pos = (step % steps_per_epoch) * bs
+            if pos == 0 and step > 0:
+                perm = torch.randperm(n, generator=gen)
+            batch = x[perm[pos : pos + bs]]
+            if mixer is not None and step > 0 and step % refresh == 0:
+                ts = time.perf_counter()
+                mixer.refresh(lambda k: self._draw_normalised(self.model, k, self.config.curiosity.sample_steps))
+                t_sampling += time.perf_counter() - ts
+            if mixer is not None:
+                batch, _ = mixer.mix(batch)
+            loss = self.model.random_loss(batch).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if tc.grad_clip:
+                nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip)
+            opt.step()
+            self.ema.step(self.model)
+            losses.append(loss.item())
+            step += 1
+            bar.update(1)
+            if step % 50 == 0:
+                bar.set_postfix(loss=f"{np.mean(losses[-50:]):.3f}")
+            if checkpoint is not None and tc.checkpoint_every and step % tc.checkpoint_every == 0 and step < total:
+                _atomic_torch_save(
+                    {
+                        "phase": phase,
+                        "step": step,
+                        "model": self.model.state_dict(),
+                        "opt": opt.state_dict(),
+                        "ema": self.ema.shadow.state_dict(),
+                        "ema_counts": (self.ema.updates, self.ema.calls),
+                        "gen": gen.get_state(),
+                        "perm": perm,
+                        "torch_rng": torch.get_rng_state(),
+                        "mixer": None if mixer is None else {"rnd": mixer.rnd.state_dict(), "top": mixer.top},
+                    },
+                    checkpoint,
+                )
+        bar.close()
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+        epochs_done = step / steps_per_epoch
+        self.history.append(
+            {
+                "phase": phase,
+                "private": False,
+                "rows": n,
+                "steps": step,
+                "batch_size": bs,
+                "epochs": epochs_done,
+                "seconds": elapsed,
+                "seconds_per_epoch": elapsed / max(epochs_done, 1e-9),
+                "cpu_seconds_per_epoch": cpu / max(epochs_done, 1e-9),
+                "curiosity_sampling_seconds": t_sampling,
+                "curiosity_refreshes": mixer.refreshes if mixer is not None else 0,
+                "final_loss": float(np.mean(losses[-50:])) if losses else None,
+            }
+        )
+        if checkpoint is not None and checkpoint.exists():
+            checkpoint.unlink()
+
+    # ---------------------------------------------------------------------------------------- DP fine-tuning
+    def _check_can_finetune(self, sensitive: OfflineDataset) -> None:
+        if self.normalizer is None:
+            raise PrivacyError(
+                "no normaliser: pre-train on public data first, or pass a public/fixed-bounds normaliser; "
+                "fine-tuning never fits one on sensitive data"
+            )
+        if self.model is None:
+            self._build(sensitive.obs_dim, sensitive.act_dim, sensitive.info)
+        self._check_data(sensitive)
+        if self.normalizer.dim != self.data_dim:
+            raise SpaceMismatch(f"normaliser has {self.normalizer.dim} columns but transitions have {self.data_dim}")
+
+    @staticmethod
+    def trajectory_items(x: torch.Tensor, sensitive: OfflineDataset) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pad normalised rows [N, D] into one item per trajectory: ([N_traj, L, D], mask [N_traj, L])."""
+        lengths = sensitive.episode_lengths()
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        big = int(lengths.max())
+        items = x.new_zeros(len(lengths), big, x.shape[1])
+        mask = torch.zeros(len(lengths), big, dtype=torch.bool)
+        for i, (s, k) in enumerate(zip(starts, lengths)):
+            items[i, :k] = x[s : s + k]
+            mask[i, :k] = True
+        return items, mask
+
+    def finetune(
+        self,
+        sensitive: OfflineDataset,
+        epsilon: float,
+        delta: float,
+        unit: Unit = "transition",
+        *,
+        progress: bool = True,
+    ) -> "TransitionSynthesizer":
+        """DP-SGD fine-tuning on ``sensitive`` with (``epsilon``, ``delta``) at ``unit`` (PrivORL section V-C).
+
+        The normaliser is the public one (never refitted); the accounted event goes to :attr:`ledger`. With
+        ``config.private=False`` (the no-privacy ablation) nothing is accounted and the result can never be released
+        as DP.
+        """
+        if unit not in ("transition", "trajectory"):
+            raise PrivacyError(f"unknown privacy unit '{unit}': choose 'transition' or 'trajectory'")
+        if self.config.private:
+            from privsynth.privacy.accounting import check_delta, check_epsilon
+
+            check_epsilon(epsilon)
+            check_delta(delta, sensitive.n_transitions if unit == "transition" else sensitive.n_episodes)
+        self._check_can_finetune(sensitive)
+        assert self.model is not None and self.ema is not None and self.normalizer is not None
+        cfg = self.config
+        tc = cfg.finetune
+        x = torch.as_tensor(self.normalizer.normalize(sensitive.transition_matrix()))
+        if not cfg.private:
+            self._train_plain(x, tc, phase="finetune", curiosity=cfg.finetune_curiosity, progress=progress)
+            self.nonprivate_finetunes += 1
+            self.history[-1].update({"dataset": sensitive.info.name, "unit": unit})
+            return self
+        from privsynth.privacy.dpsgd import DPSGDConfig, dp_train
+
+        dpc = cfg.dp
+        if unit == "transition":
+            items: tuple[torch.Tensor, ...] = (x,)
+            batch = tc.batch_size
+        else:
+            items = self.trajectory_items(x, sensitive)
+            batch = dpc.trajectory_batch_size
+        loss_module = UnitLoss(
+            self.model,
+            multiplicity=dpc.noise_multiplicity,
+            per_unit=dpc.transitions_per_trajectory,
+            rate=cfg.curiosity.rate if cfg.finetune_curiosity else 0.0,
+        )
+        mixer = self._make_mixer() if cfg.finetune_curiosity and cfg.curiosity.rate > 0 else None
+        n_units = items[0].shape[0]
+        refresh = cfg.curiosity.refresh_every or max(1, n_units // max(batch, 1))
+        self.ema.reset(self.model, decay=tc.ema_decay, every=tc.ema_every)
+        losses: list[float] = []
+
+        def on_step(step: int, loss: float) -> None:
+            self.ema.step(self.model)
+            losses.append(float(loss))
+            if mixer is not None and (step + 1) % refresh == 0:
+                top = mixer.refresh(lambda k: self._draw_normalised(self.model, k, cfg.curiosity.sample_steps))
+                loss_module.curiosity_rows = top
+
+        dp_cfg = DPSGDConfig(
+            target_epsilon=float(epsilon),
+            delta=float(delta),
+            epochs=tc.epochs,
+            batch_size=batch,
+            max_grad_norm=dpc.max_grad_norm,
+            unit=unit,
+            accountant=dpc.accountant,
+            grad_sample_mode=dpc.grad_sample_mode,
+            noise_multiplier=dpc.noise_multiplier,
+            seed=cfg.seed,
+        )
+        t0, c0 = time.perf_counter(), time.process_time()
+        self.model.train()
+        result = dp_train(
+            loss_module,
+            items,
+            dp_cfg,
+            make_optimizer=lambda params: torch.optim.AdamW(
+                params, lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay
+            ),
+            on_step=on_step,
+            progress=progress,
+            description=f"DP fine-tune (eps={epsilon:g}, unit={unit})",
+        )
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+        if self._ledger is None:
+            public = list(self.public_data)
+            if self.normalizer.source not in public:
+                public.append(f"normaliser: {self.normalizer.source}")
+            self._ledger = _new_ledger(unit, dpc.accountant, float(delta), public)
+        self._ledger.append(result.event)
+        epochs_done = result.steps * result.sample_rate
+        self.history.append(
+            {
+                "phase": "finetune",
+                "private": True,
+                "dataset": sensitive.info.name,
+                "unit": unit,
+                "units": n_units,
+                "rows": int(x.shape[0]),
+                "steps": result.steps,
+                "batch_size": batch,
+                "sample_rate": result.sample_rate,
+                "noise_multiplier": result.noise_multiplier,
+                "noise_multiplicity": dpc.noise_multiplicity,
+                "target_epsilon": float(epsilon),
+                "epsilon": result.epsilon,
+                "delta": result.delta,
+                "epochs": epochs_done,
+                "seconds": elapsed,
+                "seconds_per_epoch": elapsed / max(epochs_done, 1e-9),
+                "cpu_seconds_per_epoch": cpu / max(epochs_done, 1e-9),
+                "final_loss": float(np.mean(losses[-50:])) if losses else None,
+                "finetune_curiosity": mixer is not None,
+            }
+        )
+        return self
+
+    # ------------------------------------------------------------------------------------------------ sampling
+    def sample_normalised(
+        self, n: int, *, seed: int | None = None, method: str | None = None, steps: int | None = None, progress: bool = False
+    ) -> torch.Tensor:
+        """``n`` rows in normalised space from the released (EMA) weights."""
+        sc = dataclasses.replace(self.config.sampler)
+        if method is not None:
+            sc.method = method
+        if steps is not None:
+            if sc.method == "heun":
+                sc.heun_steps = steps
+            else:
+                sc.steps = steps
+        gen = torch.Generator().manual_seed(self.config.seed if seed is None else seed)
+        model = self.released.eval()
+        bar = tqdm(total=n, desc=f"sample ({sc.method})", unit="row", disable=not progress, leave=False)
+        try:
+            return sample_rows(model, n, self.data_dim, sc, generator=gen, progress=bar.update)
+        finally:
+            bar.close()
+
+    def postprocess(self, rows: np.ndarray) -> tuple[np.ndarray, int]:
+        """Un-normalise, drop non-finite rows, clip actions to the action space. Returns (rows, rows dropped)."""
+        assert self.normalizer is not None and self.obs_dim is not None and self.template is not None
+        rows = self.normalizer.unnormalize(np.asarray(rows, dtype=np.float32))
+        finite = np.isfinite(rows).all(axis=1)
+        dropped = int((~finite).sum())
+        rows = rows[finite]
+        if self.config.sampler.snap_discrete:
+            for j, vals in self.discrete_values.items():
+                v = np.asarray(vals, dtype=np.float32)
+                rows[:, j] = v[np.abs(rows[:, j : j + 1] - v[None, :]).argmin(axis=1)]
+        if self.config.sampler.clip_actions and self.template.action_low is not None and self.template.action_high is not None:
+            o, a = self.obs_dim, self.act_dim
+            rows[:, o : o + a] = np.clip(
+                rows[:, o : o + a], np.asarray(self.template.action_low), np.asarray(self.template.action_high)
+            )
+        return rows, dropped
+
+    def sample(
+        self,
+        n: int,
+        *,
+        seed: int | None = None,
+        method: str | None = None,
+        steps: int | None = None,
+        progress: bool = False,
+        name: str | None = None,
+    ) -> OfflineDataset:
+        """``n`` synthetic transitions (fewer if some rows were NaN and dropped; the count is on the card)."""
+        if n < 1:
+            raise InvalidData(f"number of samples must be positive, got {n}")
+        t0, c0 = time.perf_counter(), time.process_time()
+        rows = self.sample_normalised(n, seed=seed, method=method, steps=steps, progress=progress).numpy()
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+        rows, dropped = self.postprocess(rows)
+        if rows.shape[0] == 0:
+            raise InvalidData(f"all {n} sampled rows were NaN or inf; the model diverged")
+        used = method or self.config.sampler.method
+        self.last_sample_stats = {
+            "requested": n,
+            "returned": int(rows.shape[0]),
+            "nan_rows_dropped": dropped,
+            "sampler": used,
+            "sampler_steps": steps
+            or (self.config.sampler.heun_steps if used == "heun" else self.config.sampler.steps),
+            "seconds": seconds,
+            "cpu_seconds": cpu,
+            "seed": self.config.seed if seed is None else seed,
+        }
+        assert self.template is not None
+        info = dataclasses.replace(
+            self.template,
+            name=name or f"synthetic-{self.name}",
+            sensitive=False,
+            privacy_card=self.card(),
+            extra={"synthesizer": self.name, "sample": dict(self.last_sample_stats)},
+        )
+        return OfflineDataset.from_transition_matrix(
+            rows, self.obs_dim, self.act_dim, info=info, terminal_threshold=self.config.sampler.terminal_threshold
+        )
+
+    # ------------------------------------------------------------------------------------------------- the card
+    def card(self) -> dict[str, Any]:
+        """The privacy card of what this synthesizer releases: the ledger's card plus how it was made."""
+        ledger = self._ledger
+        base: dict[str, Any] = {}
+        if ledger is not None:
+            base.update(ledger.card())
+            base["ledger"] = ledger.to_dict()
+        base.update(
+            {
+                "private": self.nonprivate_finetunes == 0 and ledger is not None,
+                "nonprivate_finetunes": self.nonprivate_finetunes,
+                "synthesizer": self.name,
+                "released_weights": "EMA",
+                "public_data": list(self.public_data),
+                "normalizer": self.normalizer.source if self.normalizer is not None else None,
+                "discrete_columns": {str(k): v for k, v in self.discrete_values.items()},
+                "phases": [dict(h) for h in self.history],
+                "sample": dict(self.last_sample_stats),
+                "config": config_to_dict(self.config),
+                "note": "dataset sizes used for sampling rates are treated as public",
+            }
+        )
+        return base
+
+    # ------------------------------------------------------------------------------------------- persistence
+    def state(self, *, ema_only: bool = False) -> dict[str, Any]:
+        if self.model is None or self.ema is None:
+            raise InvalidData("nothing to save: the synthesizer has no weights yet")
+        return {
+            "format": FORMAT,
+            "config": config_to_dict(self.config),
+            "dims": [self.obs_dim, self.act_dim],
+            "template": self.template.to_dict() if self.template else None,
+            "normalizer": {
+                "mean": self.normalizer.mean.tolist(),
+                "std": self.normalizer.std.tolist(),
+                "source": self.normalizer.source,
+            }
+            if self.normalizer is not None
+            else None,
+            "model": None if ema_only else self.model.state_dict(),
+            "ema": self.ema.shadow.state_dict(),
+            "ledger": self._ledger.to_json() if self._ledger is not None else None,
+            "public_data": self.public_data,
+            "history": self.history,
+            "nonprivate_finetunes": self.nonprivate_finetunes,
+            "discrete_values": {str(k): v for k, v in self.discrete_values.items()},
+        }
+
+    def save(self, path: str | Path, *, ema_only: bool = False, half: bool = False) -> Path:
+        """Write weights, normaliser, config and ledger to one file (atomic). ``ema_only``/``half`` shrink it."""
+        state = self.state(ema_only=ema_only)
+        if half:
+            for key in ("model", "ema"):
+                if state[key] is not None:
+                    state[key] = {k: v.half() if v.is_floating_point() else v for k, v in state[key].items()}
+        path = Path(path)
+        _atomic_torch_save(state, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "TransitionSynthesizer":
+        """Inverse of :meth:`save`. A file saved with ``ema_only`` starts fine-tuning from its EMA weights."""
+        path = Path(path)
+        if not path.exists():
+            raise InvalidData(f"no synthesizer checkpoint at {path}")
+        state = torch.load(path, weights_only=False, map_location="cpu")
+        if state.get("format") != FORMAT:
+            raise InvalidData(f"{path} is not a privsynth transition-synthesizer checkpoint")
+        synth = cls(config_from_dict(state["config"]))
+        if state["normalizer"] is not None:
+            nz = state["normalizer"]
+            synth.normalizer = Normalizer.from_stats(nz["mean"], nz["std"], source=nz["source"])
+        obs_dim, act_dim = state["dims"]
+        synth._build(obs_dim, act_dim, DatasetInfo.from_dict(state["template"] or {}))
+        assert synth.model is not None and synth.ema is not None
+        ema_state = {k: v.float() if v.is_floating_point() else v for k, v in state["ema"].items()}
+        synth.ema.shadow.load_state_dict(ema_state)
+        model_state = state["model"]
+        if model_state is None:
+            model_state = ema_state
+        synth.model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in model_state.items()})
+        if state["ledger"] is not None:
+            from privsynth.privacy.ledger import Ledger
+
+            synth._ledger = Ledger.from_json(state["ledger"])
+        synth.public_data = list(state.get("public_data", []))
+        synth.history = list(state.get("history", []))
+        synth.nonprivate_finetunes = int(state.get("nonprivate_finetunes", 0))
+        synth.discrete_values = {int(k): list(v) for k, v in state.get("discrete_values", {}).items()}
+        return synth

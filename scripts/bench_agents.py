@@ -1,0 +1,128 @@
+"""Micro-benchmark: agent updates per second at batch 256 with PointMaze dimensions (and evaluation steps per second).
+
+    OMP_NUM_THREADS=1 python scripts/bench_agents.py                     # IQL, TD3+BC, EDAC on one thread
+    OMP_NUM_THREADS=2 python scripts/bench_agents.py --threads 2 --agents iql
+    python scripts/bench_agents.py --reference                            # also a CORL-style unfused IQL loop
+
+Goal (issue "Evaluation harness", part 1): at least 150 IQL updates/s at batch 256 on 2 cores. The machine is shared,
+so the script prints the load average next to the numbers; compare runs made under similar load.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from privsynth.data import DatasetInfo, OfflineDataset
+from privsynth.evaluation.agents import AGENTS, Evaluator, Policy, ReplayBuffer, fit_state_normalizer, make_agent
+
+
+def random_dataset(n: int, obs_dim: int, act_dim: int, seed: int = 0) -> OfflineDataset:
+    rng = np.random.default_rng(seed)
+    ids = np.arange(n) // 300
+    timeouts = np.r_[ids[1:] != ids[:-1], True]
+    return OfflineDataset(rng.normal(size=(n, obs_dim)), rng.uniform(-1, 1, (n, act_dim)), rng.normal(size=n),
+                          rng.normal(size=(n, obs_dim)), np.zeros(n, bool), timeouts, ids,
+                          info=DatasetInfo(name="bench"))
+
+
+def time_updates(step, sample, n: int, warmup: int) -> float:
+    for _ in range(warmup):
+        step(sample())
+    t0 = time.perf_counter()
+    for _ in range(n):
+        step(sample())
+    return n / (time.perf_counter() - t0)
+
+
+def corl_style_iql(obs_dim: int, act_dim: int, hidden: int = 256):
+    """CORL's IQL structure for comparison: separate V, twin Q and actor, three optimisers and backward passes."""
+    def net(i, o, tanh=False):
+        layers = [nn.Linear(i, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, o)]
+        return nn.Sequential(*(layers + [nn.Tanh()] if tanh else layers))
+
+    q1, q2, v, pi = net(obs_dim + act_dim, 1), net(obs_dim + act_dim, 1), net(obs_dim, 1), net(obs_dim, act_dim, True)
+    log_std = nn.Parameter(torch.zeros(act_dim))
+    qt1, qt2 = copy.deepcopy(q1), copy.deepcopy(q2)
+    vo = torch.optim.Adam(v.parameters(), 3e-4)
+    qo = torch.optim.Adam([*q1.parameters(), *q2.parameters()], 3e-4)
+    po = torch.optim.Adam([*pi.parameters(), log_std], 3e-4)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(po, 1_000_000)
+    q_params, qt_params = [*q1.parameters(), *q2.parameters()], [*qt1.parameters(), *qt2.parameters()]
+
+    def step(b):
+        sa = torch.cat([b.obs, b.act], 1)
+        with torch.no_grad():
+            next_v = v(b.next_obs).squeeze(-1)
+            target_q = torch.min(qt1(sa), qt2(sa)).squeeze(-1)
+        adv = target_q - v(b.obs).squeeze(-1)
+        v_loss = (torch.abs(0.7 - (adv < 0).float()) * adv**2).mean()
+        vo.zero_grad(); v_loss.backward(); vo.step()
+        y = b.rew + (1 - b.done) * 0.99 * next_v
+        q_loss = (nn.functional.mse_loss(q1(sa).squeeze(-1), y) + nn.functional.mse_loss(q2(sa).squeeze(-1), y)) / 2
+        qo.zero_grad(); q_loss.backward(); qo.step()
+        with torch.no_grad():
+            for t, s in zip(qt_params, q_params):
+                t.mul_(0.995).add_(s, alpha=0.005)
+        exp_adv = torch.exp(3.0 * adv.detach()).clamp(max=100)
+        dist = torch.distributions.Normal(pi(b.obs), log_std.clamp(-20, 2).exp())
+        pi_loss = (exp_adv * -dist.log_prob(b.act).sum(-1)).mean()
+        po.zero_grad(); pi_loss.backward(); po.step(); sched.step()
+
+    return step
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--agents", nargs="+", default=list(AGENTS), choices=list(AGENTS))
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--obs-dim", type=int, default=6, help="PointMaze observation+desired_goal = 6")
+    ap.add_argument("--act-dim", type=int, default=2)
+    ap.add_argument("--updates", type=int, default=500, help="timed updates per agent (EDAC uses a fifth)")
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--reference", action="store_true", help="also time a CORL-style unfused IQL loop")
+    ap.add_argument("--eval-episodes", type=int, default=0, help="also time N PointMaze evaluation episodes")
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    data = random_dataset(100_000, args.obs_dim, args.act_dim)
+    buf = ReplayBuffer(data, fit_state_normalizer(data), seed=0)
+    sample = lambda: buf.sample(args.batch)  # noqa: E731
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, batch {args.batch}, "
+          f"obs/act {args.obs_dim}/{args.act_dim}, load average {os.getloadavg()[0]:.2f} (before)")
+    for name in args.agents:
+        n = max(args.updates // 5, 20) if name == "edac" else args.updates
+        agent = make_agent(name, args.obs_dim, args.act_dim, num_updates=1_000_000)
+        ups = time_updates(agent.update, sample, n, args.warmup)
+        print(f"{name:6s} {ups:7.1f} updates/s  ({n} timed updates)")
+    if args.reference:
+        ups = time_updates(corl_style_iql(args.obs_dim, args.act_dim), sample, args.updates, args.warmup)
+        print(f"{'iql (CORL-style, unfused)':6s} {ups:7.1f} updates/s")
+    if args.eval_episodes:
+        info = DatasetInfo(name="bench", env_id="PointMaze_UMazeDense-v3", obs_keys=["observation", "desired_goal"],
+                           env_kwargs={"continuing_task": True, "reset_target": False, "max_episode_steps": 300},
+                           ref_min_score=0.0, ref_max_score=1.0)
+        ev = Evaluator(info, episodes=args.eval_episodes, seed=0)
+        agent = make_agent("iql", args.obs_dim, args.act_dim)
+        policy = Policy(agent.act, buf.normalizer, ev.action_low, ev.action_high)
+        t0 = time.perf_counter()
+        ev(policy)
+        dt = time.perf_counter() - t0
+        print(f"eval   {args.eval_episodes} episodes x 300 steps in {dt:.2f} s "
+              f"({args.eval_episodes * 300 / dt:.0f} env steps/s with batched policy)")
+    print(f"load average {os.getloadavg()[0]:.2f} (after)")
+
+
+if __name__ == "__main__":
+    main()

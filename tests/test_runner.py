@@ -1,0 +1,203 @@
+"""The benchmark runner on the trivial ``echo`` cell kind: grid expansion, stable ids, skip on re-run, parallel
+processes, upstream linking, failures, tables and plots."""
+from __future__ import annotations
+
+import json
+import textwrap
+
+import numpy as np
+import pytest
+
+from privsynth.cli import main
+from privsynth.errors import InvalidData
+from privsynth.evaluation.runner import cell_id, collect_records, expand_stage, load_suite, run_suite
+
+
+def write_suite(tmp_path, body: str, name: str = "t"):
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(textwrap.dedent(body))
+    return load_suite(path, results_dir=tmp_path / "results")
+
+
+SUITE = """
+name: t
+workers: 1
+datasets:
+  base: {source: random, episodes: 6, length: 5, seed: 1}
+  members: {split_of: base, fraction: 0.5, part: first, sensitive: true}
+stages:
+  - name: make
+    kind: echo
+    grid: {synthesizer: [a, b], epsilon: [1.0, null]}
+    params: {value: 3, data: members}
+  - name: use
+    kind: echo
+    needs: {stage: make, match: [synthesizer, epsilon]}
+    grid: {synthesizer: [a, b], epsilon: [1.0, null], seed: [0, 1]}
+    params: {score: 0.5}
+tables:
+  - {name: scores, stage: use, rows: [synthesizer], cols: [epsilon], values: [upstream_value]}
+  - {name: flat, stage: use, rows: [synthesizer, epsilon], values: [score, upstream_value]}
+plots:
+  - {name: pu, type: privacy_utility, stage: use, y: upstream_value, series: synthesizer}
+"""
+
+
+def test_grid_expands_and_ids_are_stable(tmp_path):
+    suite = write_suite(tmp_path, SUITE)
+    cells = expand_stage(suite.stages[1])
+    assert len(cells) == 8 and cells[0] == {"score": 0.5, "synthesizer": "a", "epsilon": 1.0, "seed": 0}
+    a = cell_id("echo", {"x": 1, "y": [1, 2]}, None, {})
+    assert a == cell_id("echo", {"y": [1, 2], "x": 1}, None, {})  # key order does not matter
+    assert a != cell_id("echo", {"x": 2, "y": [1, 2]}, None, {})
+    assert a != cell_id("echo", {"x": 1, "y": [1, 2]}, "echo-upstream", {})
+
+
+def test_run_skips_finished_cells_and_writes_tables(tmp_path):
+    suite = write_suite(tmp_path, SUITE)
+    first = run_suite(suite, progress=False, log=lambda _: None)
+    assert first["ran"] == 12 and first["skipped"] == 0 and first["failed"] == 0
+    recs = collect_records(suite, stage="use")
+    assert len(recs) == 8 and all(r["result"]["upstream_value"] == 3 for r in recs)
+    again = run_suite(suite, progress=False, log=lambda _: None)
+    assert again["ran"] == 0 and again["skipped"] == 12
+    md = (suite.out / "tables" / "flat.md").read_text()
+    assert "0.500" in md and "| a | no DP |" in md
+    assert (suite.out / "tables" / "scores.html").exists() and (suite.out / "plots" / "pu.png").exists()
+    # the datasets were prepared once, and the split is flagged sensitive
+    from privsynth.evaluation.runner import CellContext
+
+    ctx = CellContext(suite.out, "x", suite.datasets)
+    assert ctx.dataset("members").info.sensitive and ctx.dataset("members").n_episodes == 3
+
+
+def test_changing_a_param_reruns_only_what_it_changes(tmp_path):
+    suite = write_suite(tmp_path, SUITE)
+    run_suite(suite, progress=False, log=lambda _: None)
+    changed = write_suite(tmp_path, SUITE.replace("score: 0.5", "score: 0.7"))
+    res = run_suite(changed, progress=False, log=lambda _: None)
+    assert res["ran"] == 8 and res["skipped"] == 4
+    changed_data = write_suite(tmp_path, SUITE.replace("seed: 1}", "seed: 2}"))
+    res = run_suite(changed_data, progress=False, log=lambda _: None)
+    assert res["ran"] == 12  # new dataset spec -> new upstream ids -> new downstream ids
+
+
+def test_cells_run_in_parallel_processes(tmp_path):
+    suite = write_suite(tmp_path, """
+        name: par
+        workers: 2
+        stages:
+          - {kind: echo, grid: {seed: [0, 1, 2, 3]}, params: {sleep: 1.0}}
+        """)
+    res = run_suite(suite, progress=False, log=lambda _: None)
+    results = [r["result"] for r in collect_records(suite)]
+    assert res["ran"] == 4 and len({r["pid"] for r in results}) == 2
+    # two cells of different processes overlapped in time
+    assert any(a["pid"] != b["pid"] and a["started"] < b["ended"] and b["started"] < a["ended"]
+               for a in results for b in results)
+
+
+def test_failed_cells_are_recorded_and_retried(tmp_path):
+    body = """
+        name: f
+        stages:
+          - {name: a, kind: echo, grid: {fail: [false, true]}}
+          - {name: b, kind: echo, needs: {stage: a, match: [fail]}, grid: {fail: [false, true]}, params: {x: 1}}
+        """
+    suite = write_suite(tmp_path, body)
+    res = run_suite(suite, progress=False, log=lambda _: None)
+    assert res["ran"] == 2 and res["failed"] == 1 and res["blocked"] == 1
+    assert "asked to fail" in res["failures"][0]["error"]
+    assert len(list((suite.out / "cells").glob("*.failed.json"))) == 1
+    res = run_suite(suite, progress=False, log=lambda _: None)
+    assert res["skipped"] == 2 and res["failed"] == 1  # the failure is retried, the finished cells are not
+
+
+def test_bad_suites_fail_with_one_line(tmp_path):
+    with pytest.raises(InvalidData, match="no stages"):
+        write_suite(tmp_path, "name: x\n")
+    with pytest.raises(InvalidData, match="not an earlier stage"):
+        write_suite(tmp_path, "stages:\n  - {kind: echo, needs: {stage: nope}}\n")
+    with pytest.raises(InvalidData, match="non-empty list"):
+        write_suite(tmp_path, "stages:\n  - {kind: echo, grid: {seed: 3}}\n")
+    suite = write_suite(tmp_path, "stages:\n  - {kind: no_such_kind}\n")
+    res = run_suite(suite, progress=False, log=lambda _: None)
+    assert res["failed"] == 1 and "unknown cell kind" in res["failures"][0]["error"]
+
+
+def test_bench_cli(tmp_path, capsys):
+    path = tmp_path / "cli.yaml"
+    path.write_text("name: cli\nstages:\n  - {kind: echo, grid: {seed: [0, 1]}, params: {value: 2}}\n"
+                    "tables:\n  - {name: t, kind: echo, values: [value]}\n")
+    out = tmp_path / "res"
+    assert main(["bench", str(path), "--results-dir", str(out), "--no-progress"]) == 0
+    assert main(["bench", str(path), "--results-dir", str(out), "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "2 skipped" in text
+    assert "2.000" in (out / "cli" / "tables" / "t.md").read_text()
+    assert main(["bench", str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_cases_cross_the_grid_and_optional_upstream(tmp_path):
+    suite = write_suite(tmp_path, """
+        name: c
+        stages:
+          - {name: pre, kind: echo, grid: {pretrain: [yes_]}, params: {value: 7}}
+          - name: syn
+            kind: echo
+            needs: {stage: pre, match: [pretrain], optional: true}
+            params: {cfg: {a: 1, b: 2}}
+            cases:
+              - {pretrain: yes_, cfg: {b: 3}}
+              - {pretrain: none}
+            grid: {seed: [0, 1]}
+        """)
+    cells = expand_stage(suite.stages[1])
+    assert len(cells) == 4 and cells[0]["cfg"] == {"a": 1, "b": 3} and cells[2]["cfg"] == {"a": 1, "b": 2}
+    res = run_suite(suite, progress=False, log=lambda _: None)
+    assert res["ran"] == 5 and res["blocked"] == 0
+    recs = collect_records(suite, stage="syn")
+    linked = [r["result"].get("upstream_value") for r in sorted(recs, key=lambda r: r["params"]["pretrain"])]
+    assert linked == [None, None, 7, 7]
+
+
+def test_transition_split_partitions_rows(tmp_path):
+    from privsynth.evaluation.runner import _random_dataset, split_transitions
+
+    ds = _random_dataset(episodes=5, length=8, seed=3)
+    a, b = split_transitions(ds, 0.25, seed=1)
+    assert a.n_transitions == 10 and b.n_transitions == 30
+    rows = np.concatenate([a.transition_matrix(), b.transition_matrix()])
+    assert np.allclose(np.sort(rows, axis=0), np.sort(ds.transition_matrix(), axis=0))
+    assert not set(map(tuple, a.transition_matrix())) & set(map(tuple, b.transition_matrix()))
+
+
+def test_renamed_stage_adopts_finished_cells(tmp_path):
+    suite = write_suite(tmp_path, SUITE)
+    run_suite(suite, progress=False, log=lambda _: None)
+    renamed = write_suite(tmp_path, SUITE.replace("name: make", "name: build").replace("stage: make", "stage: build"))
+    res = run_suite(renamed, progress=False, log=lambda _: None)
+    assert res["ran"] == 0 and res["skipped"] == 12 and res["blocked"] == 0
+    assert len(collect_records(renamed, stage="build")) == 4
+
+
+def test_tables_show_only_cells_of_the_current_config(tmp_path):
+    suite = write_suite(tmp_path, SUITE)
+    run_suite(suite, progress=False, log=lambda _: None)
+    changed = write_suite(tmp_path, SUITE.replace("score: 0.5", "score: 0.7"))
+    run_suite(changed, progress=False, log=lambda _: None)
+    md = (changed.out / "tables" / "flat.md").read_text()
+    assert "0.700" in md and "0.500" not in md
+    assert len(collect_records(changed, stage="use")) == 16  # the old cells stay on disk, out of the tables
+
+
+def test_cost_kind_reads_its_upstream(tmp_path):
+    suite = write_suite(tmp_path, """
+        name: cost
+        stages:
+          - {name: syn, kind: echo, grid: {epsilon: [1.0, null]}, params: {finetune_seconds: 6.0, dp_steps: 3}}
+          - {name: cost, kind: cost, needs: {stage: syn, match: [epsilon]}, grid: {epsilon: [1.0, null]}}
+        """)
+    run_suite(suite, progress=False, log=lambda _: None)
+    recs = {r["params"]["epsilon"]: r["result"] for r in collect_records(suite, stage="cost")}
+    assert recs[1.0]["seconds_per_step"] == 2.0 and recs[1.0]["private"] and not recs[None]["private"]

@@ -1,0 +1,255 @@
+"""PrivORL-n transition synthesizer: save/load, EMA release, normaliser privacy, DP fine-tuning and its ledger."""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import make_toy_dataset
+from privsynth.data.normalize import Normalizer
+from privsynth.errors import PrivacyError, SpaceMismatch
+from privsynth.synth import TransitionSynthesizer
+from privsynth.synth.config import DenoiserConfig, TransitionSynthConfig, cpu_config
+from privsynth.synth.ema import EMA
+from privsynth.synth.transition import UnitLoss
+
+
+def tiny_config(**kw) -> TransitionSynthConfig:
+    cfg = cpu_config()
+    cfg.denoiser = DenoiserConfig(width=32, depth=2, cond_dim=16)
+    cfg.pretrain.max_steps = 12
+    cfg.pretrain.batch_size = 32
+    cfg.finetune.batch_size = 16
+    cfg.finetune.epochs = 1.0
+    cfg.curiosity.pool_size = 32
+    cfg.curiosity.refresh_every = 4
+    cfg.curiosity.sample_steps = 4
+    cfg.sampler.steps = 6
+    for k, v in kw.items():
+        setattr(cfg, k, v)
+    return cfg
+
+
+def public_data(seed=1):
+    ds = make_toy_dataset(lengths=(40, 30, 50, 20), seed=seed, name="public")
+    info = dataclasses.replace(ds.info, action_low=[-0.5, -0.5], action_high=[0.5, 0.5], env_id="Toy-v0")
+    return dataclasses.replace(ds, info=info)
+
+
+def sensitive_data(seed=2):
+    ds = make_toy_dataset(lengths=(30,) * 12, seed=seed, sensitive=True, name="sensitive")
+    return dataclasses.replace(ds, observations=ds.observations + 5.0, next_observations=ds.next_observations + 5.0)
+
+
+@pytest.fixture(scope="module")
+def pretrained() -> TransitionSynthesizer:
+    torch.manual_seed(0)
+    return TransitionSynthesizer(tiny_config()).pretrain(public_data(), progress=False)
+
+
+def test_pretrain_refuses_sensitive_data():
+    with pytest.raises(PrivacyError):
+        TransitionSynthesizer(tiny_config()).pretrain(sensitive_data(), progress=False)
+
+
+def test_save_load_gives_identical_samples(pretrained, tmp_path):
+    path = pretrained.save(tmp_path / "m.pt")
+    loaded = TransitionSynthesizer.load(path)
+    a = pretrained.sample(64, seed=7).transition_matrix()
+    b = loaded.sample(64, seed=7).transition_matrix()
+    np.testing.assert_array_equal(a, b)
+    c = pretrained.sample(64, seed=8).transition_matrix()
+    assert not np.array_equal(a, c)
+    h = TransitionSynthesizer.load(pretrained.save(tmp_path / "h.pt", ema_only=True))
+    np.testing.assert_array_equal(h.sample(64, seed=7).transition_matrix(), a)
+    assert loaded.config == pretrained.config and loaded.normalizer.source == pretrained.normalizer.source
+
+
+def test_mia_adapter_uses_ema_weights(pretrained, tmp_path):
+    synth = TransitionSynthesizer.load(pretrained.save(tmp_path / "m.pt"))
+    x, sigma, noise = torch.randn(5, synth.data_dim), torch.full((5,), 0.3), torch.randn(5, synth.data_dim)
+    d1, l1 = synth.denoise(x, sigma), synth.edm_loss(x, sigma, noise)
+    with torch.no_grad():  # training weights move; the released EMA weights do not
+        for p in synth.model.parameters():
+            p.add_(1.0)
+    torch.testing.assert_close(synth.denoise(x, sigma), d1)
+    torch.testing.assert_close(synth.edm_loss(x, sigma, noise), l1)
+    assert l1.shape == (5,) and synth.config.sigma_data == 1.0 and isinstance(synth.normalizer, Normalizer)
+    torch.testing.assert_close(synth.denoise(x, sigma), synth.released.denoise(x, sigma))
+
+
+def test_sample_postprocessing_clips_actions_thresholds_terminals_and_drops_nan(pretrained, monkeypatch):
+    rows = torch.randn(20, pretrained.data_dim) * 10
+    rows[3, 0] = float("nan")
+    rows[7, 2] = float("inf")
+    monkeypatch.setattr(pretrained, "sample_normalised", lambda n, **kw: rows[:n].clone())
+    ds = pretrained.sample(20)
+    assert ds.n_transitions == 18 and pretrained.last_sample_stats["nan_rows_dropped"] == 2
+    assert ds.actions.min() >= -0.5 and ds.actions.max() <= 0.5
+    assert set(np.unique(ds.terminals)) <= {False, True}
+    expect = pretrained.normalizer.unnormalize(rows.numpy())
+    np.testing.assert_allclose(ds.observations[0], expect[0, :4], rtol=1e-5)  # un-normalised before release
+    assert ds.info.privacy_card["sample"]["nan_rows_dropped"] == 2
+    assert ds.info.sensitive is False
+
+
+def test_discrete_columns_come_from_public_data_and_are_snapped(monkeypatch):
+    pub = public_data()
+    pub = dataclasses.replace(pub, rewards=(np.arange(pub.n_transitions) % 7 == 0).astype(np.float32))
+    synth = TransitionSynthesizer(tiny_config())
+    synth.config.pretrain.max_steps = 2
+    synth.pretrain(pub, progress=False)
+    assert synth.discrete_values == {6: [0.0, 1.0]}  # reward column of the toy layout; terminal excluded
+    rows = torch.randn(30, synth.data_dim) * 3
+    monkeypatch.setattr(synth, "sample_normalised", lambda n, **kw: rows[:n].clone())
+    ds = synth.sample(30)
+    assert set(np.unique(ds.rewards).tolist()) <= {0.0, 1.0}
+    synth.config.sampler.snap_discrete = False
+    assert len(np.unique(synth.sample(30).rewards)) > 2
+
+
+def test_space_mismatch_is_refused(pretrained):
+    other = make_toy_dataset(lengths=(30,) * 4, obs_dim=3, sensitive=True)
+    with pytest.raises(SpaceMismatch):
+        pretrained.finetune(other, 10.0, 1e-5)
+
+
+def test_finetune_without_public_normaliser_is_refused():
+    with pytest.raises(PrivacyError, match="normaliser"):
+        TransitionSynthesizer(tiny_config()).finetune(sensitive_data(), 10.0, 1e-5)
+
+
+def test_ema_warmup_and_reset():
+    net = torch.nn.Linear(2, 2)
+    ema = EMA(net, decay=0.99, every=2)
+    with torch.no_grad():
+        net.weight.add_(1.0)
+    ema.step(net)  # call 1: skipped (every=2)
+    assert not torch.equal(ema.shadow.weight, net.weight)
+    ema.step(net)  # call 2: decay min(0.99, 1/10) = 0.1 -> shadow moves 90% of the way
+    w0 = net.weight - 1.0
+    torch.testing.assert_close(ema.shadow.weight, w0 + 0.9)
+    ema.reset(net)
+    torch.testing.assert_close(ema.shadow.weight, net.weight)
+
+
+def test_trajectory_unit_loss_uses_only_valid_rows_without_duplicates():
+    from privsynth.synth.config import EDMConfig
+    from privsynth.synth.edm import EDM
+
+    picked = []
+
+    class Spy(EDM):
+        def random_loss(self, x0, generator=None):
+            picked.append(x0.detach().clone())
+            return x0[..., 0]
+
+    edm = Spy(torch.nn.Identity(), EDMConfig())
+    loss = UnitLoss(edm, multiplicity=1, per_unit=4)
+    x = torch.arange(2 * 6, dtype=torch.float32).reshape(2, 6, 1).expand(2, 6, 3).contiguous()
+    mask = torch.tensor([[1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.bool)
+    out = loss(x, mask)
+    sel = picked[0][..., 0]
+    valid_first = sel[0][sel[0] < 3]
+    assert len(set(valid_first.tolist())) == 3  # all 3 valid rows of trajectory 0, once each
+    assert len(set(sel[1].tolist())) == 4 and all(6 <= v < 12 for v in sel[1].tolist())
+    assert out[0].item() == pytest.approx(1.0)  # mean of rows 0, 1, 2 (padding excluded)
+
+
+def test_noise_multiplicity_averages_k_draws_per_record():
+    from privsynth.synth.config import EDMConfig
+    from privsynth.synth.edm import EDM
+
+    shapes = []
+
+    class Spy(EDM):
+        def random_loss(self, x0, generator=None):
+            shapes.append(tuple(x0.shape))
+            return torch.ones(x0.shape[:-1])
+
+    loss = UnitLoss(Spy(torch.nn.Identity(), EDMConfig()), multiplicity=3)
+    out = loss(torch.randn(5, 4))
+    assert shapes == [(5, 3, 4)] and out.shape == (5,)
+
+
+def test_resume_from_checkpoint_matches_uninterrupted_run(tmp_path, monkeypatch):
+    cfg = tiny_config(pretrain_curiosity=False)
+    cfg.pretrain.checkpoint_every = 4
+    torch.manual_seed(0)
+    full = TransitionSynthesizer(cfg).pretrain(public_data(), progress=False)
+    ckpt = tmp_path / "ckpt.pt"
+    calls = {"n": 0}
+    real_step = EMA.step
+
+    def crash(self, model):
+        calls["n"] += 1
+        if calls["n"] == 7:
+            raise KeyboardInterrupt
+        real_step(self, model)
+
+    monkeypatch.setattr(EMA, "step", crash)
+    torch.manual_seed(0)
+    with pytest.raises(KeyboardInterrupt):
+        TransitionSynthesizer(cfg).pretrain(public_data(), progress=False, checkpoint=ckpt)
+    assert ckpt.exists()
+    monkeypatch.setattr(EMA, "step", real_step)
+    torch.manual_seed(123)  # a different global state: the checkpoint restores what matters
+    resumed = TransitionSynthesizer(cfg).pretrain(public_data(), progress=False, checkpoint=ckpt)
+    assert not ckpt.exists()
+    for a, b in zip(full.model.parameters(), resumed.model.parameters()):
+        torch.testing.assert_close(a, b)
+
+
+# ------------------------------------------------------------------------------------------------ DP fine-tuning
+dpsgd = pytest.importorskip("privsynth.privacy.dpsgd")
+
+
+@pytest.mark.parametrize("unit", ["transition", "trajectory"])
+def test_dp_finetune_keeps_public_normaliser_and_accounts(pretrained, tmp_path, unit):
+    import dp_accounting as dpa
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    synth = TransitionSynthesizer.load(pretrained.save(tmp_path / "m.pt"))
+    synth.config.dp.trajectory_batch_size = 4
+    mean0, std0 = synth.normalizer.mean.clone(), synth.normalizer.std.clone()
+    ref = Normalizer.fit_public(public_data())
+    sens = sensitive_data()
+    synth.finetune(sens, 10.0, 1e-3, unit, progress=False)
+    # the normaliser is exactly the public one, not refitted on the (shifted) sensitive data
+    assert torch.equal(synth.normalizer.mean, mean0) and torch.equal(synth.normalizer.std, std0)
+    torch.testing.assert_close(synth.normalizer.mean, ref.mean)
+    assert synth.normalizer.source.startswith("public:")
+    card = synth.sample(50, seed=0).info.privacy_card
+    assert card["private"] is True and card["unit"] == unit
+    assert card["epsilon"] <= 10.0 + 1e-9
+    # recompute epsilon from the card's own fields with an independent RDP accountant
+    event = dpa.SelfComposedDpEvent(
+        dpa.PoissonSampledDpEvent(card["sample_rate"], dpa.GaussianDpEvent(card["noise_multiplier"])), card["steps"]
+    )
+    eps = rdp_privacy_accountant.RdpAccountant().compose(event).get_epsilon(card["delta"])
+    assert eps == pytest.approx(card["epsilon"], rel=1e-6)
+    n_units = sens.n_transitions if unit == "transition" else sens.n_episodes
+    batch = 16 if unit == "transition" else 4
+    assert card["sample_rate"] == pytest.approx(batch / n_units)
+    assert card["noise_multiplier"] > 0 and math.isfinite(card["noise_multiplier"])
+
+
+def test_nonprivate_ablation_is_marked(pretrained, tmp_path):
+    synth = TransitionSynthesizer.load(pretrained.save(tmp_path / "m.pt"))
+    synth.config.private = False
+    synth.config.finetune.max_steps = 3
+    synth.finetune(sensitive_data(), 10.0, 1e-3, progress=False)
+    card = synth.sample(10).info.privacy_card
+    assert card["private"] is False and card["nonprivate_finetunes"] == 1 and synth.ledger is None
+
+
+def test_finecur_ablation_trains_with_curiosity_rows(pretrained, tmp_path):
+    synth = TransitionSynthesizer.load(pretrained.save(tmp_path / "m.pt"))
+    synth.config.finetune_curiosity = True
+    synth.config.curiosity.refresh_every = 2
+    synth.finetune(sensitive_data(), 10.0, 1e-3, progress=False)
+    assert synth.history[-1]["finetune_curiosity"] is True
+    assert synth.ledger.epsilon() <= 10.0 + 1e-9
