@@ -420,6 +420,7 @@ class TransitionSynthesizer(Synthesizer):
         )
         mixer = self._make_mixer() if cfg.finetune_curiosity and cfg.curiosity.rate > 0 else None
         n_units = items[0].shape[0]
+        batch = min(batch, n_units)  # q = B / N <= 1 (N is treated as public, as the card says)
         refresh = cfg.curiosity.refresh_every or max(1, n_units // max(batch, 1))
         self.ema.reset(self.model, decay=tc.ema_decay, every=tc.ema_every)
         losses: list[float] = []
