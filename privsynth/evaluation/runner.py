@@ -171,6 +171,7 @@ class Suite:
     workers: int = 1
     results_dir: Path = Path("evaluation/results")
     description: str = ""
+    current: dict[str, list[dict[str, Any]]] | None = field(default=None, repr=False)  # records of the current plan
 
     @property
     def out(self) -> Path:
@@ -488,7 +489,7 @@ def run_suite(suite: Suite, *, workers: int | None = None, only: Iterable[str] |
                     _write_json(path, rec)
                 finished[stage.name].append(rec)
     if not dry_run:
-        suite._current_cache = finished  # type: ignore[attr-defined]
+        suite.current = finished
         summary["tables"] = [str(p) for p in write_tables(suite)]
         summary["plots"] = [str(p) for p in write_plots(suite)]
     return summary
@@ -598,8 +599,9 @@ def current_records(suite: Suite) -> dict[str, list[dict[str, Any]]]:
 
 
 def _current(suite: Suite, spec: dict[str, Any]) -> list[dict[str, Any]]:
-    by_stage = getattr(suite, "_current_cache", None) or current_records(suite)
-    suite._current_cache = by_stage  # type: ignore[attr-defined]
+    if suite.current is None:
+        suite.current = current_records(suite)
+    by_stage = suite.current
     return [r for name, recs in by_stage.items() for r in recs
             if (spec.get("stage") in (None, name)) and (spec.get("kind") in (None, r["kind"]))]
 
