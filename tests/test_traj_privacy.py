@@ -22,6 +22,12 @@ OBS, ACT, H = 3, 2, 4
 D = 2 * OBS + ACT + 3
 
 
+def _cfg():
+    cfg = tiny_config()
+    cfg.pretrain_curiosity = False  # curiosity has its own test; keep these fast
+    return cfg
+
+
 def _loss_module(k: int) -> TrajectoryLoss:
     torch.manual_seed(0)
     net = DiffusionTransformer(OBS, ACT, H, TransformerConfig(width=16, depth=1, heads=2, fourier_dim=8))
@@ -122,7 +128,7 @@ def public():
 
 
 def test_sample_rate_is_over_trajectories_and_epsilon_is_accounted(public, sensitive):
-    cfg = tiny_config()
+    cfg = _cfg()
     cfg.dp.batch_size = 5
     synth = TrajectorySynthesizer(cfg).pretrain(public, progress=False)
     items = synth.trajectory_items(sensitive)
@@ -152,7 +158,7 @@ def test_noise_is_really_added(public, sensitive):
     """Same seed, same data: with σ from the accountant the weights differ from a σ=0 run."""
     outs = []
     for sigma in (None, 0.0):
-        cfg = tiny_config()
+        cfg = _cfg()
         cfg.dp.noise_multiplier = sigma
         synth = TrajectorySynthesizer(cfg).pretrain(public, progress=False)
         synth.finetune(sensitive, epsilon=2.0, delta=1e-3, progress=False)
@@ -162,10 +168,10 @@ def test_noise_is_really_added(public, sensitive):
 
 def test_normaliser_never_sees_sensitive_data(public, sensitive):
     with pytest.raises(PrivacyError):
-        TrajectorySynthesizer(tiny_config()).pretrain(sensitive, progress=False)
+        TrajectorySynthesizer(_cfg()).pretrain(sensitive, progress=False)
     with pytest.raises(PrivacyError):
-        TrajectorySynthesizer(tiny_config()).finetune(sensitive, 1.0, 1e-3, progress=False)
-    synth = TrajectorySynthesizer(tiny_config()).pretrain(public, progress=False)
+        TrajectorySynthesizer(_cfg()).finetune(sensitive, 1.0, 1e-3, progress=False)
+    synth = TrajectorySynthesizer(_cfg()).pretrain(public, progress=False)
     mean = synth.normalizer.mean.clone()
     synth.finetune(sensitive, 1.0, 1e-3, progress=False)
     torch.testing.assert_close(synth.normalizer.mean, mean)
@@ -176,7 +182,7 @@ def test_normaliser_never_sees_sensitive_data(public, sensitive):
 def test_release_guard_refuses_over_budget(public, sensitive):
     from privsynth.release import release_dataset
 
-    synth = TrajectorySynthesizer(tiny_config()).pretrain(public, progress=False)
+    synth = TrajectorySynthesizer(_cfg()).pretrain(public, progress=False)
     synth.finetune(sensitive, 3.0, 1e-3, progress=False)
     ds = synth.sample(2)
     with pytest.raises(PrivacyError):
@@ -186,7 +192,7 @@ def test_release_guard_refuses_over_budget(public, sensitive):
 
 
 def test_accounting_matches_ledger_composition(public, sensitive):
-    synth = TrajectorySynthesizer(tiny_config()).pretrain(public, progress=False)
+    synth = TrajectorySynthesizer(_cfg()).pretrain(public, progress=False)
     synth.finetune(sensitive, 2.0, 1e-3, progress=False)
     h = synth.history[-1]
     eps = acc.events_epsilon([acc.dpsgd_event(h["noise_multiplier"], h["sample_rate"], h["steps"])], 1e-3, "rdp")

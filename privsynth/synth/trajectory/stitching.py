@@ -14,7 +14,7 @@ inside fragments, both in un-normalised units. ``snap=True`` overwrites each sta
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -36,11 +36,11 @@ class StitchResult:
     inner_gaps: np.ndarray = field(default_factory=lambda: np.zeros(0))  # L2 gap per consecutive pair inside fragments
     ended_by: dict[str, int] = field(default_factory=dict)
 
-    def stats(self, state_scale: np.ndarray | None = None) -> dict[str, float | int | dict[str, int]]:
+    def stats(self) -> dict[str, Any]:
         """Summary: lengths, how trajectories ended, and the stitching gaps (mean / p95 / max L2, raw units)."""
-        def summ(g: np.ndarray) -> dict[str, float]:
+        def summ(g: np.ndarray) -> dict[str, Any]:
             if g.size == 0:
-                return {"n": 0, "mean": float("nan"), "p95": float("nan"), "max": float("nan")}
+                return {"n": 0, "mean": None, "p95": None, "max": None}  # JSON-safe (cards are JSON)
             return {"n": int(g.size), "mean": float(g.mean()), "p95": float(np.percentile(g, 95)), "max": float(g.max())}
 
         return {
