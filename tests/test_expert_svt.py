@@ -181,3 +181,13 @@ def test_removing_one_expert_changes_release_only_within_round_guarantee():
     minus0 = _round_outcomes(ex, np.arange(m - 1), frozen, n, seed=2)
     assert max(_max_violation(full0, minus0, n, const.eps_round, const.delta_round),
                _max_violation(minus0, full0, n, const.eps_round, const.delta_round)) > 0
+
+
+def test_cli_constants(capsys):
+    import json
+
+    from privsynth.cli import main
+
+    assert main(["expert", "constants", "--eps1", "10", "--delta1", str(1 / 3000), "-T", "25", "-L", "200"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["theta"] == pytest.approx(442.6, abs=0.06) and out["max_consensus_prefix"] == 26
