@@ -105,8 +105,12 @@ def synthesize(
     """
     from privsynth.data.normalize import Normalizer
 
+    from privsynth.privacy.accounting import check_delta, check_epsilon
+
     t_all = time.perf_counter()
     sens = as_dataset(sensitive).mark_sensitive(True)
+    check_epsilon(epsilon)  # fail before any work: bad budgets are one-line errors
+    check_delta(delta, sens.n_transitions if unit == "transition" else sens.n_episodes)
     if public is None:
         pubs: list[OfflineDataset] = []
     elif isinstance(public, (OfflineDataset, str)):
