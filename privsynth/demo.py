@@ -191,8 +191,8 @@ def _render(report: dict[str, Any], card_md: str, out: Path) -> str:
         f"| correlation similarity | {_num(fid.get('correlation'))} |",
     ]
     ts = report.get("trajscore") or {}
-    if isinstance(ts, dict) and isinstance(ts.get("score"), (int, float)):
-        lines.append(f"| TrajScore | {_num(ts['score'])} |")
+    if isinstance(ts, dict) and isinstance(ts.get("trajscore"), (int, float)):
+        lines.append(f"| TrajScore | {_num(ts['trajscore'])} |")
     rl = report.get("rl_checks") or {}
     if isinstance(rl, dict) and "synthetic" in rl:
         syn, real = rl["synthetic"], rl.get("real", {})

@@ -131,3 +131,42 @@ def test_cli_evaluate_end_to_end(datasets, encoder, tmp_path, capsys):
     # a missing dataset is a one-line error with exit status 2
     assert main(["evaluate", "--synthetic", "test/nope-v0", "--real", "test/real-v0", "--out", str(out)]) == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_report_with_real_agents(datasets, tmp_path):
+    pytest.importorskip("privsynth.evaluation.agents")
+    real, synth, _ = datasets
+    rep = evaluate_synthetic(synth, real, agents=["td3bc"], seeds=[0], num_updates=20,
+                             agent_kwargs={"eval_every": 20, "eval_episodes": 1, "max_episode_steps": 50},
+                             tsne=False, out=tmp_path / "ag.json")
+    entry = rep["agents"]["td3bc"]["synthetic"]
+    assert entry["seeds"] == [0] and entry["runs"][0]["num_updates"] == 20
+    assert entry["final_mean"] is not None
+    assert "| td3bc | synthetic |" in (tmp_path / "ag.md").read_text()
+
+
+def test_trajscore_skipped_for_independent_transitions_without_training(datasets, tmp_path, monkeypatch):
+    import privsynth.evaluation.trajscore as ts_mod
+
+    real, synth, public = datasets
+    flat = dataclasses.replace(synth, episode_ids=np.arange(synth.n_transitions))
+
+    def boom(*a, **k):
+        raise AssertionError("the encoder must not be trained when TrajScore cannot be computed")
+
+    monkeypatch.setattr(ts_mod, "fit_trajscore_encoder", boom)
+    rep = evaluate_synthetic(flat, real, public=public, tsne=False, out=tmp_path / "f.json")
+    assert "no episode of at least" in rep["trajscore"]["skipped"]
+
+
+def test_report_trains_and_saves_encoder_from_public(datasets, tmp_path, monkeypatch):
+    import privsynth.evaluation.trajscore as ts_mod
+
+    real, synth, public = datasets
+    small = TrajScoreConfig(window=16, hidden=32, embed_dim=8, steps=20)
+    original = ts_mod.fit_trajscore_encoder
+    monkeypatch.setattr(ts_mod, "fit_trajscore_encoder", lambda data, config=None, **k: original(data, small, **k))
+    rep = evaluate_synthetic(synth, real, public=public, tsne=False, out=tmp_path / "e.json")
+    assert rep["trajscore"]["encoder_file"] == "e_trajscore_encoder.pt"
+    loaded = ts_mod.TrajEncoder.load(tmp_path / "e_trajscore_encoder.pt")
+    assert ts_mod.trajscore(synth, real, loaded)["trajscore"] == rep["trajscore"]["trajscore"]

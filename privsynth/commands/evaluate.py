@@ -110,5 +110,8 @@ def _print_headline(report: dict[str, Any]) -> None:
     print(", ".join(parts))
     for name, entry in (report.get("agents") or {}).items():
         if isinstance(entry, dict) and "synthetic" in entry:
-            e = entry["synthetic"]
-            print(f"{name} on synthetic: final {e.get('final_mean')} ± {e.get('final_std')}")
+            for which in ("synthetic", "real"):
+                e = entry.get(which)
+                if e and e.get("final_mean") is not None:
+                    print(f"{name} trained on {which}: final {e['final_mean']:.1f} ± {e.get('final_std') or 0.0:.1f}, "
+                          f"best {e.get('best_mean') or float('nan'):.1f}")

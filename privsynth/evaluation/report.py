@@ -71,16 +71,30 @@ def _timed(timings: dict[str, float], name: str, fn: Callable[[], Any]) -> Any:
 
 
 def _trajscore_section(
-    synthetic: OfflineDataset, real: OfflineDataset, public: OfflineDataset | None, encoder: Any, progress: bool
+    synthetic: OfflineDataset, real: OfflineDataset, public: OfflineDataset | None, encoder: Any, progress: bool,
+    save_to: Path,
 ) -> dict[str, Any]:
-    from privsynth.evaluation.trajscore import fit_trajscore_encoder, trajscore, trajscore_baseline
+    from privsynth.evaluation.trajscore import (
+        TrajScoreConfig,
+        fit_trajscore_encoder,
+        trajectory_windows,
+        trajscore,
+        trajscore_baseline,
+    )
 
     if encoder is None and public is None:
         return {"skipped": "no public trajectories to train the TrajScore encoder (pass public= or an encoder)"}
     try:
+        window = encoder.config.window if encoder is not None else TrajScoreConfig().window
+        for ds in (synthetic, real):  # cheap check first: independent transitions have no TrajScore
+            trajectory_windows(ds, window)
+        saved = None
         if encoder is None:
             encoder = fit_trajscore_encoder(public, progress=progress)  # type: ignore[arg-type]
+            saved = encoder.save(save_to).name  # reuse it for the other rows of a table
         out = trajscore(synthetic, real, encoder)
+        if saved:
+            out["encoder_file"] = saved
         try:
             out["baseline"] = trajscore_baseline(real, encoder)["trajscore"]
         except PrivsynthError as exc:
@@ -176,7 +190,9 @@ def evaluate_synthetic(
         timings, "fidelity", lambda: tabular_fidelity(synthetic, real, max_rows=max_rows).to_dict()
     )
     report["trajscore"] = _timed(
-        timings, "trajscore", lambda: _trajscore_section(synthetic, real, public, trajscore_encoder, progress)
+        timings, "trajscore", lambda: _trajscore_section(
+            synthetic, real, public, trajscore_encoder, progress, out.with_name(out.stem + "_trajscore_encoder.pt")
+        )
     )
     report["rl_checks"] = _timed(timings, "rl_checks", lambda: rl_checks(synthetic, real, rl_config))
     report["plots"] = {}

@@ -171,6 +171,7 @@ class Suite:
     workers: int = 1
     results_dir: Path = Path("evaluation/results")
     description: str = ""
+    current: dict[str, list[dict[str, Any]]] | None = field(default=None, repr=False)  # records of the current plan
 
     @property
     def out(self) -> Path:
@@ -488,6 +489,7 @@ def run_suite(suite: Suite, *, workers: int | None = None, only: Iterable[str] |
                     _write_json(path, rec)
                 finished[stage.name].append(rec)
     if not dry_run:
+        suite.current = finished
         summary["tables"] = [str(p) for p in write_tables(suite)]
         summary["plots"] = [str(p) for p in write_plots(suite)]
     return summary
@@ -517,6 +519,12 @@ def _eps_label(v: Any) -> Any:
     if v is None or (isinstance(v, float) and math.isinf(v)):
         return "no DP"
     return v
+
+
+def _label(key: str, value: Any) -> str:
+    if key == "epsilon":
+        return "no DP" if _eps_label(value) == "no DP" else f"ε={value:g}"
+    return f"{key}={value}"
 
 
 def records_frame(records: list[dict[str, Any]]):
@@ -580,13 +588,31 @@ def summary_table(records: list[dict[str, Any]], rows: list[str], values: list[s
     return table
 
 
+def current_records(suite: Suite) -> dict[str, list[dict[str, Any]]]:
+    """Finished records of the cells the suite defines *now*, per stage (cells of older configs are left out)."""
+    cells_dir = _cells_dir(suite)
+    finished: dict[str, list[dict[str, Any]]] = {}
+    for stage in suite.stages:
+        cells, _ = _plan_stage(suite, stage, finished)
+        finished[stage.name] = [json.loads(p.read_text()) for c in cells if (p := cells_dir / f"{c.id}.json").exists()]
+    return finished
+
+
+def _current(suite: Suite, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    if suite.current is None:
+        suite.current = current_records(suite)
+    by_stage = suite.current
+    return [r for name, recs in by_stage.items() for r in recs
+            if (spec.get("stage") in (None, name)) and (spec.get("kind") in (None, r["kind"]))]
+
+
 def write_tables(suite: Suite) -> list[Path]:
     """Every table of the suite as markdown, HTML and the raw per-cell CSV."""
     out_dir = suite.out / "tables"
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for spec in suite.tables:
-        recs = collect_records(suite, kind=spec.get("kind"), stage=spec.get("stage"))
+        recs = _current(suite, spec)
         if not recs:
             continue
         table = summary_table(recs, list(spec.get("rows", [])), list(spec["values"]), spec.get("cols"),
@@ -613,7 +639,7 @@ def write_plots(suite: Suite) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for spec in suite.plots:
-        recs = collect_records(suite, kind=spec.get("kind"), stage=spec.get("stage"))
+        recs = _current(suite, spec)
         if not recs:
             continue
         path = out_dir / f"{spec['name']}.png"
@@ -627,7 +653,7 @@ def write_plots(suite: Suite) -> list[Path]:
             for r in recs:
                 audit = (r["result"] or {}).get("audit")
                 if audit:
-                    label = " ".join(f"{_eps_label(r['params'].get(k))}" for k in label_keys)
+                    label = " ".join(_label(k, r["params"].get(k)) for k in label_keys)
                     attacks = {a: v for a, v in audit["attacks"].items() if a in spec.get("attacks", audit["attacks"])}
                     runs[label] = {**audit, "attacks": attacks}
             if not runs:

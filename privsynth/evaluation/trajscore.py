@@ -14,8 +14,8 @@ so we define it here, precisely and deterministically:
    time (``row[t+1] − row[t]``, statistics from public windows), flattened: the differences make temporal coherence
    as visible to the encoder as the values themselves (a time-shuffled window has the right rows but differences
    many standard deviations off). An MLP autoencoder
-   ``F → hidden → hidden → embed_dim → hidden → hidden → F`` (SiLU, ``F = (2H − 1)·D``) is trained to reconstruct public windows
-   (MSE, Adam, ``steps`` minibatches, seeded: data order, initialisation, everything). Public windows for training
+   ``F → hidden → hidden → embed_dim → hidden → hidden → F`` (SiLU, ``F = (2H − 1)·D``) is trained to reconstruct
+   public windows (MSE, Adam, ``steps`` minibatches, seeded: data order, initialisation, everything). Public windows for training
    use stride ``window // 4`` for more samples. The embedding of a window is the encoder output minus the mean
    embedding of the public windows (stored with the encoder), so that cosine similarity measures directions around
    the data's centre rather than the all-positive offset every embedding shares.
@@ -29,11 +29,11 @@ so we define it here, precisely and deterministically:
 
    Identical sets give exactly 1. Two independent samples of the same distribution give less than 1 (the nearest
    neighbour is not the point itself), so read a score against :func:`trajscore_baseline`, the same score between
-   two disjoint halves of the real episodes. The score falls for shifted data, time-shuffled windows, or synthetic
-   data that copies a few real windows (recall drops). Like every nearest-neighbour metric it favours data close to
-   copies of real windows; memorisation is what the membership-inference audits measure. Per-step physical
-   consistency is measured by :mod:`privsynth.evaluation.rl_checks`, not here: the autoencoder keeps the shape of a
-   window and smooths small per-step noise away.
+   two disjoint halves of the real episodes. The score falls for time-shuffled windows, per-step noise, next states
+   unrelated to states, and synthetic data that copies a few real windows (recall drops); see the sanity table in
+   ``docs/evaluation.md``. Like every nearest-neighbour metric it favours near-copies of real windows: a constant
+   shift of a real copy (which the time differences do not see) can outscore fresh real data, so read TrajScore
+   with the marginal score and the RL checks; memorisation is what the membership-inference audits measure.
 
 Save and load the encoder with :meth:`TrajEncoder.save` / :meth:`TrajEncoder.load` (config, weights, normaliser and
 centre in one ``torch.save`` file); the same encoder file must be used for every number in one table.

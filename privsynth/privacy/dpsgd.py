@@ -167,6 +167,10 @@ def dp_train(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=steps, desc=description, leave=False)
+    # If training stops early (error, interrupt) no ledger event is returned, so the weights must not keep what they
+    # learned from the sensitive data: restore them. (What ``on_step`` copied elsewhere, e.g. an EMA, is the caller's.)
+    snapshot = [p.detach().clone() for p in params]
+    finished = False
     try:
         for step in range(steps):
             mask = torch.rand(n_units, generator=gen) < q
@@ -182,8 +186,13 @@ def dp_train(
                 bar.update(1)
                 if step % 50 == 0 and math.isfinite(loss):
                     bar.set_postfix(loss=f"{loss:.4f}")
+        finished = True
     finally:
         engine.close()
+        if not finished:
+            with torch.no_grad():
+                for p, saved in zip(params, snapshot):
+                    p.copy_(saved)
         if bar is not None:
             bar.close()
         loss_module.train(was_training)
@@ -338,8 +347,8 @@ class _Engine:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
             if std > 0:
-                noise = torch.randn(p.shape, generator=self.gen, dtype=p.dtype)
-                p.grad = noise.mul_(std).add_(p.grad)
+                noise = torch.randn(p.shape, generator=self.gen, dtype=p.dtype)  # the seeded CPU generator
+                p.grad = noise.to(p.device).mul_(std).add_(p.grad)
             p.grad.div_(self.expected_batch)
         self.optimizer.step()
 
