@@ -168,7 +168,7 @@ def train_sac_in_model(mdp: PessimisticMDP, cfg: SACConfig = SACConfig(), *,
                     for p, pt in zip(net.parameters(), tgt.parameters()):
                         pt.mul_(1 - cfg.tau).add_(cfg.tau * p)
         rec = {"epoch": epoch + 1, "model_reward_penalised": float(np.mean(pen)), "mean_u": float(np.mean(raw)),
-               "alpha": float(log_alpha.exp()), "q_loss": float(loss_q)}
+               "alpha": float(log_alpha.exp().item()), "q_loss": float(loss_q.item())}
         if evaluate is not None:
             rec["eval_return"] = float(evaluate(actor))  # reporting only
         history.append(rec)
