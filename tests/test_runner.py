@@ -201,3 +201,15 @@ def test_cost_kind_reads_its_upstream(tmp_path):
     run_suite(suite, progress=False, log=lambda _: None)
     recs = {r["params"]["epsilon"]: r["result"] for r in collect_records(suite, stage="cost")}
     assert recs[1.0]["seconds_per_step"] == 2.0 and recs[1.0]["private"] and not recs[None]["private"]
+
+
+def test_kind_may_be_an_importable_function(tmp_path):
+    suite = write_suite(tmp_path, """
+        name: dotted
+        stages:
+          - {kind: "privsynth.evaluation.runner:_echo_cell", grid: {seed: [0]}, params: {value: 5}}
+          - {name: bad, kind: "privsynth.nope:fn"}
+        """)
+    res = run_suite(suite, progress=False, log=lambda _: None)
+    assert res["ran"] == 1 and collect_records(suite)[0]["result"]["value"] == 5
+    assert res["failed"] == 1 and "cannot import" in res["failures"][0]["error"]
