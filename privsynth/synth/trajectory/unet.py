@@ -6,7 +6,8 @@ level, stride-2 downsampling, nearest upsampling with skip connections.
 
 Why the convolution is our own: a temporal conv of kernel k equals a Linear layer applied to the unfolded windows of
 k steps, so :class:`TemporalConv` writes it that way. The whole network is then Linear + LayerNorm, which the privacy
-core's book-keeping clipper handles in one backward pass (Opacus would need per-sample conv gradients).
+core's book-keeping clipper handles in one backward pass; every layer sees a 3-D view (``per_token``), so Opacus
+ghost clipping works too.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from privsynth.synth.trajectory.config import UNetConfig
-from privsynth.synth.trajectory.layers import FourierEmbedding, mlp2
+from privsynth.synth.trajectory.layers import FourierEmbedding, mlp2, per_token
 
 __all__ = ["TemporalUNet", "TemporalConv"]
 
@@ -32,7 +33,7 @@ class TemporalConv(nn.Module):
         p = self.kernel // 2
         x = F.pad(x, (0, 0, p, p))  # pad the time axis
         win = x.unfold(-2, self.kernel, self.stride)  # [..., T', C, k]
-        return self.proj(win.reshape(*win.shape[:-2], -1))
+        return per_token(self.proj, win.reshape(*win.shape[:-2], -1))
 
 
 class ResBlock(nn.Module):
@@ -46,9 +47,9 @@ class ResBlock(nn.Module):
         self.skip = nn.Linear(c_in, c_out) if c_in != c_out else None
 
     def forward(self, x: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
-        h = self.conv1(F.mish(self.ln1(x))) + self.emb(e)[..., None, :]
-        h = self.conv2(F.mish(self.ln2(h)))
-        return h + (self.skip(x) if self.skip is not None else x)
+        h = self.conv1(F.mish(per_token(self.ln1, x))) + per_token(self.emb, e)[..., None, :]
+        h = self.conv2(F.mish(per_token(self.ln2, h)))
+        return h + (per_token(self.skip, x) if self.skip is not None else x)
 
 
 class TemporalUNet(nn.Module):
@@ -90,7 +91,7 @@ class TemporalUNet(nn.Module):
     def forward(self, x: torch.Tensor, c_noise: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
         if c_noise.ndim == x.ndim - 1:
             c_noise = c_noise[..., 0]
-        e = self.time(c_noise) + self.cond(cond)
+        e = self.time(c_noise) + per_token(self.cond, cond)
         h = self.inp(x)
         skips = []
         for res1, res2, down in self.down:
@@ -103,4 +104,4 @@ class TemporalUNet(nn.Module):
             if h.shape[-2] != skip.shape[-2]:
                 h = h.repeat_interleave(skip.shape[-2] // h.shape[-2], dim=-2)
             h = res2(res1(torch.cat([h, skip], -1), e), e)
-        return self.out(F.mish(self.ln_out(h)))
+        return self.out(F.mish(per_token(self.ln_out, h)))
