@@ -92,6 +92,15 @@ def write_table(table: dict, out: Path, threshold: float, cfg: SuiteConfig, teac
     lines.append("Per-seed AUC:")
     for name, r in table.items():
         lines.append(f"- {name}: " + ", ".join(f"s{s}={a:.1f}" for s, a in zip(r["seeds"], r["auc_per_seed"])))
+    lines += ["", "Paired comparisons (same seeds: same env seeds and teacher noise RNG):", ""]
+    for a, b in (("aware-silent", "unaware-silent"), ("aware-sampling", "unaware-sampling"),
+                 ("unaware-silent", "ppo"), ("aware-silent", "ppo"), ("nonprivate", "ppo")):
+        if a in table and b in table and table[a]["seeds"] == table[b]["seeds"]:
+            for metric in ("auc", "final"):
+                d = np.asarray(table[a][f"{metric}_per_seed"]) - np.asarray(table[b][f"{metric}_per_seed"])
+                sd = f" ± {d.std(ddof=1):.1f} (sd)" if len(d) > 1 else ""
+                lines.append(f"- {a} minus {b}, {metric}: mean {d.mean():+.1f}{sd}; {a} ahead on {(d > 0).sum()} of "
+                             f"{len(d)} seeds; per seed {np.round(d, 1).tolist()}")
     text = "\n".join(lines) + "\n"
     (out / "table.md").write_text(text)
     return text

@@ -121,3 +121,10 @@ def test_noise_is_really_added(tiny):
         selective_dpsgd(data, empty, LearnerConfig(hidden=8),
                         SelectiveConfig(steps=2, batch_size=16, p=1.0, eps2=5.0, delta2=1e-5, noise_multiplier=0.0,
                                         accountant="rdp"), n_actions=2)
+
+
+def test_notes_sigma_table_row_with_pld():
+    """Notes §3.6: expert-level DP-SGD at ε = 10, δ = 1/3000, q = 128/3000, 50k steps needs σ ≈ 4.17 (PLD)."""
+    eps = strict_epsilon(4.17, 128, 3000, 50_000, 1 / 3000, "pld")
+    assert eps == pytest.approx(10.0, abs=0.05)
+    assert strict_epsilon(4.0, 128, 3000, 50_000, 1 / 3000, "pld") > 10.0

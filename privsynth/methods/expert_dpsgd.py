@@ -27,7 +27,6 @@ and takes per-example gradients with ``torch.func.vmap(grad(...))``.
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any

@@ -219,6 +219,18 @@ class TransitionSynthesizer(Synthesizer):
         )
         return self
 
+    def fit_public_stats(self, public: OfflineDataset | Sequence[OfflineDataset]) -> "TransitionSynthesizer":
+        """Normaliser and discrete-column supports from public data, without training (the DPDM ablation's start)."""
+        datasets = [public] if isinstance(public, OfflineDataset) else list(public)
+        if not datasets:
+            raise InvalidData("no public dataset to fit the normaliser on")
+        for ds in datasets:
+            refuse_sensitive(ds, "fit public statistics")
+        self.normalizer = Normalizer.fit_public(datasets)
+        self.discrete_values = self._discrete_support(np.concatenate([ds.transition_matrix() for ds in datasets]))
+        self.public_data += [ds.info.name for ds in datasets]
+        return self
+
     def _discrete_support(self, public_rows: np.ndarray) -> dict[int, list[float]]:
         """Columns (terminal excluded) with few distinct values in the public data, and those values."""
         out: dict[int, list[float]] = {}

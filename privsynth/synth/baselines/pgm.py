@@ -51,10 +51,14 @@ __all__ = ["PGMConfig", "PGMSynthesizer", "require_mbi"]
 def require_mbi() -> Any:
     """Import ``mbi`` (with JAX in float64, as its authors advise) or say how to install it."""
     try:
+        import warnings
+
         import jax
 
         jax.config.update("jax_enable_x64", True)
-        import mbi
+        with warnings.catch_warnings():  # mbi warns at import about JAX settings that do not apply here
+            warnings.simplefilter("ignore")
+            import mbi
     except ImportError:
         raise PrivsynthError(
             "the PGM baseline needs the private-pgm package: pip install 'privsynth[pgm]' (installs mbi and jax)"
