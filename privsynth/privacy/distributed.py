@@ -60,7 +60,7 @@ def current_group() -> Group | None:
 def init_from_env(backend: str | None = None) -> Group | None:
     """Join the job ``torchrun`` describes in the environment (``WORLD_SIZE`` > 1); a no-op for one process.
 
-    ``backend`` defaults to ``gloo`` (CPU); pass ``nccl`` on GPU nodes.
+    ``backend`` defaults to ``gloo`` (CPU, tested); ``nccl`` (GPU nodes) is wired but untested here (no GPU).
     """
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return current_group()
@@ -80,6 +80,13 @@ def shutdown() -> None:
         dist.destroy_process_group()
 
 
+def _comm_device() -> torch.device:
+    """Where collectives need their tensors: the current GPU for NCCL, else the CPU (gloo)."""
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
 def shard(idx: torch.Tensor, group: Group) -> torch.Tensor:
     """This rank's share of the sampled unit indices: round-robin, so the shards are disjoint and cover ``idx``."""
     return idx[group.rank :: group.world_size]
@@ -87,7 +94,7 @@ def shard(idx: torch.Tensor, group: Group) -> torch.Tensor:
 
 def check_agreement(values: Sequence[float], what: str) -> None:
     """Raise :class:`PrivacyError` unless every rank passed the same ``values`` (seed, N, q, σ, steps, data sum)."""
-    mine = torch.tensor([float(v) for v in values], dtype=torch.float64)
+    mine = torch.tensor([float(v) for v in values], dtype=torch.float64, device=_comm_device())
     lo, hi = mine.clone(), mine.clone()
     dist.all_reduce(lo, op=dist.ReduceOp.MIN)
     dist.all_reduce(hi, op=dist.ReduceOp.MAX)
@@ -107,8 +114,9 @@ def allreduce_sum_(tensors: Sequence[torch.Tensor]) -> None:
     """In-place SUM over ranks of ``tensors``, packed into one buffer (one collective per step)."""
     if not tensors:
         return
-    flat = torch.cat([t.reshape(-1) for t in tensors])
+    flat = torch.cat([t.reshape(-1) for t in tensors]).to(_comm_device())
     dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+    flat = flat.to(tensors[0].device)
     offset = 0
     for t in tensors:
         n = t.numel()
