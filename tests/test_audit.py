@@ -58,3 +58,16 @@ def test_audit_with_noise_stays_below_claim(mode):
                                 k_neg=150)
     assert audit.claimed_epsilon == pytest.approx(run.epsilon)
     assert audit.epsilon_lower_bound <= audit.claimed_epsilon and audit.consistent
+
+
+def test_cli_audit(capsys):
+    import json
+
+    from privsynth.cli import main
+
+    assert main(["privacy", "audit", "--canaries", "600", "--guesses", "100", "--json"]) == 0
+    ok = json.loads(capsys.readouterr().out)
+    assert ok["consistent"] and ok["epsilon_lower_bound"] <= ok["claimed_epsilon"]
+    assert main(["privacy", "audit", "--canaries", "600", "--guesses", "100", "--noise-multiplier", "0", "--json"]) == 1
+    bad = json.loads(capsys.readouterr().out)
+    assert not bad["consistent"] and bad["claimed_epsilon"] == 1.0

@@ -272,3 +272,19 @@ def test_transformer_encoder_needs_fix_then_is_exact():
         update, _ = _run_one_full_step(model, (x,), mode, 0.05, unit="trajectory")
         scale = max(float(r.abs().max()) for r in ref)
         assert max(float((u - r).abs().max()) for u, r in zip(update, ref)) < 1e-4 * scale
+
+
+def test_failed_training_leaves_no_sensitive_update():
+    torch.manual_seed(8)
+    model = StepLoss()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def stop(step, loss):
+        if step == 3:
+            raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError):
+        dp_train(model, (torch.randn(100, 6),), DPSGDConfig(delta=1e-3, batch_size=10, epochs=1, noise_multiplier=1.0,
+                                                            grad_sample_mode="bk"), on_step=stop)
+    for k, v in model.state_dict().items():
+        torch.testing.assert_close(v, before[k], rtol=0, atol=0)

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import json
+import math
 
 import dp_accounting as dpa
 import pytest
+import torch
 from dp_accounting.rdp import rdp_privacy_accountant
 
 from privsynth.errors import BudgetExceeded, PrivacyError
 from privsynth.privacy import accounting as acc
+from privsynth.privacy.dpsgd import DPSGDConfig, dp_train
 from privsynth.privacy.guard import check_budget, guarded_write
 from privsynth.privacy.ledger import Ledger, LedgerEvent
 
@@ -118,3 +121,23 @@ def test_guard_keeps_old_artifact_on_failure_and_attaches_ledger(tmp_path):
         guarded_write(dest, failing, led, epsilon_budget=100.0)
     assert (dest / "data.txt").read_text() == "new"
     assert sorted(x.name for x in tmp_path.iterdir()) == ["dataset"]
+
+
+class _SquareLoss(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x).squeeze(-1) ** 2
+
+
+def test_noise_free_training_can_never_be_released(tmp_path):
+    res = dp_train(_SquareLoss(), (torch.randn(100, 3),),
+                   DPSGDConfig(delta=1e-3, batch_size=10, epochs=0.2, noise_multiplier=0.0, grad_sample_mode="bk"))
+    led = Ledger(delta=1e-3).append(res.event)
+    assert math.isinf(led.epsilon())
+    assert math.isinf(Ledger.from_json(led.to_json()).epsilon())
+    with pytest.raises(BudgetExceeded):
+        guarded_write(tmp_path / "x.bin", lambda p: p.write_bytes(b"x"), led, epsilon_budget=1e6)
+    assert not any(tmp_path.iterdir())

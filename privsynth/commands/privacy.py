@@ -30,6 +30,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     common(noise)
     noise.set_defaults(func=_noise)
 
+    audit = sub.add_parser("audit", help="one-run canary audit of the DP-SGD engine: an empirical lower bound on epsilon")
+    audit.add_argument("--target-epsilon", type=float, default=1.0, help="epsilon the engine calibrates to")
+    audit.add_argument("--delta", type=float, default=1e-5)
+    audit.add_argument("--epochs", type=float, default=4.0)
+    audit.add_argument("--batch-size", type=int, default=50)
+    audit.add_argument("--canaries", type=int, default=1000, help="canaries, each included with probability 1/2")
+    audit.add_argument("--guesses", type=int, default=150, help="guesses on each side (top 'in', bottom 'out')")
+    audit.add_argument("--mode", choices=["ghost", "hooks", "bk"], default="bk", help="clipping mode to audit")
+    audit.add_argument("--accountant", choices=["rdp", "pld", "prv"], default="rdp")
+    audit.add_argument("--noise-multiplier", type=float, default=None,
+                       help="override the calibrated noise (0 simulates an engine with noise disabled)")
+    audit.add_argument("--claimed-epsilon", type=float, default=None,
+                       help="epsilon to test (default: the epsilon the engine reports for the run)")
+    audit.add_argument("--seed", type=int, default=0)
+    audit.add_argument("--json", action="store_true")
+    audit.set_defaults(func=_audit)
+
     card = sub.add_parser("card", help="print the privacy card of a ledger JSON file (or a directory holding one)")
     card.add_argument("ledger", help="privacy_ledger.json, or a released directory that contains it")
     card.add_argument("--json", action="store_true", help="print the card as JSON instead of markdown")
@@ -67,6 +84,30 @@ def _noise(args: argparse.Namespace) -> int:
 
     sigma = calibrate_noise_multiplier(args.epsilon, args.delta, args.sample_rate, args.steps, args.accountant)
     return _report(args, dpsgd_epsilon(sigma, args.sample_rate, args.steps, args.delta, args.accountant), sigma)
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from privsynth.privacy.audit import audit_dp_train
+    from privsynth.privacy.dpsgd import DPSGDConfig
+
+    cfg = DPSGDConfig(target_epsilon=args.target_epsilon, delta=args.delta, epochs=args.epochs,
+                      batch_size=args.batch_size, grad_sample_mode=args.mode, accountant=args.accountant,
+                      noise_multiplier=args.noise_multiplier, seed=args.seed)
+    claimed = args.claimed_epsilon
+    if claimed is None and args.noise_multiplier == 0:
+        claimed = args.target_epsilon  # a noiseless run still "claims" the target: does the audit notice?
+    audit, run = audit_dp_train(cfg, canaries=args.canaries, k_pos=args.guesses, k_neg=args.guesses,
+                                claimed_epsilon=claimed, seed=args.seed)
+    out = audit.to_dict() | {"noise_multiplier": run.noise_multiplier, "sample_rate": run.sample_rate,
+                             "steps": run.steps, "grad_sample_mode": args.mode}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        verdict = "consistent with" if audit.consistent else "REFUTES"
+        print(f"empirical epsilon lower bound {audit.epsilon_lower_bound:.3f} ({audit.correct}/{audit.guesses} correct "
+              f"guesses, {audit.canaries} canaries, {audit.confidence:.0%} confidence) {verdict} the claimed "
+              f"epsilon {audit.claimed_epsilon:.3f} (sigma {run.noise_multiplier:.3f}, {run.steps} steps)")
+    return 0 if audit.consistent else 1
 
 
 def _card(args: argparse.Namespace) -> int:

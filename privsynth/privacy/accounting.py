@@ -186,8 +186,10 @@ def calibrate_noise_multiplier(
 ) -> float:
     """Smallest σ (up to relative ``rtol``) whose DP-SGD run has ε ≤ ``target_epsilon`` at ``delta``.
 
-    Bisection on log σ: the returned σ is the upper end of the final bracket, so ε(σ) ≤ target always holds, and
-    ε(σ / (1 + rtol)) > target. A geometric search first brackets the answer.
+    The returned σ is the upper end of a final bracket [σ/(1+rtol), σ] with ε(σ) ≤ target < ε(σ/(1+rtol)). The
+    bracket is found geometrically (starting from the cheap RDP answer for pld/prv: RDP's ε is never below theirs)
+    and closed by a safeguarded secant search in log σ, where ε is nearly linear: about 5 accountant calls instead of
+    the 10-12 of plain bisection, which matters for PLD and PRV (0.3-4 s per call).
     """
     check_epsilon(target_epsilon, "target epsilon")
     check_delta(delta)
@@ -196,31 +198,41 @@ def calibrate_noise_multiplier(
     if steps == 0:
         raise PrivacyError("cannot calibrate noise for zero steps")
 
-    def eps(sigma: float) -> float:
-        return dpsgd_epsilon(sigma, sample_rate, steps, delta, accountant)
+    def excess(log_sigma: float) -> float:
+        return dpsgd_epsilon(math.exp(log_sigma), sample_rate, steps, delta, accountant) - target_epsilon
 
-    # Start from the fast RDP answer when another accountant is asked for (RDP is never below PLD/PRV, so its
-    # σ is an upper end of the bracket up to their numerical error).
-    guess = 1.0
-    if accountant != "rdp":
-        guess = calibrate_noise_multiplier(target_epsilon, delta, sample_rate, steps, "rdp", rtol=1e-2)
-    hi = guess
-    while eps(hi) > target_epsilon:
-        hi *= 2.0
-        if hi > 1e6:
+    if accountant == "rdp":
+        hi, step = 0.0, math.log(2.0)
+    else:
+        hi = math.log(calibrate_noise_multiplier(target_epsilon, delta, sample_rate, steps, "rdp", rtol=1e-2))
+        step = math.log(1.1)
+    f_hi = excess(hi)
+    while f_hi > 0:  # move up until ε(σ_hi) ≤ target
+        hi += step
+        f_hi = excess(hi)
+        if hi > math.log(1e6):
             raise PrivacyError(f"no noise multiplier reaches epsilon {target_epsilon} at delta {delta}")
-    lo = hi / (1.25 if accountant != "rdp" else 2.0)
-    while eps(lo) <= target_epsilon:
-        hi, lo = lo, lo / 2.0
-        if lo < 1e-4:
-            return hi
-    while hi / lo > 1.0 + rtol:
-        mid = math.sqrt(hi * lo)
-        if eps(mid) <= target_epsilon:
-            hi = mid
+    lo = hi - step
+    f_lo = excess(lo)
+    while f_lo <= 0:  # move down until ε(σ_lo) > target
+        hi, f_hi = lo, f_lo
+        lo -= step
+        if lo < math.log(1e-4):
+            return math.exp(hi)
+        f_lo = excess(lo)
+    width = math.log1p(rtol)
+    guard = width / 2
+    while hi - lo > width:
+        x = lo + (hi - lo) * f_lo / (f_lo - f_hi)  # secant in log σ (f_lo > 0 >= f_hi)
+        x = min(max(x, lo + guard), hi - guard)  # every step shrinks the bracket by at least rtol/2
+        if hi - lo < 2 * guard + 1e-12:
+            x = (lo + hi) / 2
+        f = excess(x)
+        if f > 0:
+            lo, f_lo = x, f
         else:
-            lo = mid
-    return hi
+            hi, f_hi = x, f
+    return math.exp(hi)
 
 
 # ------------------------------------------------------------------------------------- mechanisms for statistics

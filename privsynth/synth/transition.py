@@ -219,6 +219,18 @@ class TransitionSynthesizer(Synthesizer):
         )
         return self
 
+    def fit_public_stats(self, public: OfflineDataset | Sequence[OfflineDataset]) -> "TransitionSynthesizer":
+        """Normaliser and discrete-column supports from public data, without training (the DPDM ablation's start)."""
+        datasets = [public] if isinstance(public, OfflineDataset) else list(public)
+        if not datasets:
+            raise InvalidData("no public dataset to fit the normaliser on")
+        for ds in datasets:
+            refuse_sensitive(ds, "fit public statistics")
+        self.normalizer = Normalizer.fit_public(datasets)
+        self.discrete_values = self._discrete_support(np.concatenate([ds.transition_matrix() for ds in datasets]))
+        self.public_data += [ds.info.name for ds in datasets]
+        return self
+
     def _discrete_support(self, public_rows: np.ndarray) -> dict[int, list[float]]:
         """Columns (terminal excluded) with few distinct values in the public data, and those values."""
         out: dict[int, list[float]] = {}
@@ -388,6 +400,11 @@ class TransitionSynthesizer(Synthesizer):
         """
         if unit not in ("transition", "trajectory"):
             raise PrivacyError(f"unknown privacy unit '{unit}': choose 'transition' or 'trajectory'")
+        if self.config.private:
+            from privsynth.privacy.accounting import check_delta, check_epsilon
+
+            check_epsilon(epsilon)
+            check_delta(delta, sensitive.n_transitions if unit == "transition" else sensitive.n_episodes)
         self._check_can_finetune(sensitive)
         assert self.model is not None and self.ema is not None and self.normalizer is not None
         cfg = self.config
@@ -415,6 +432,7 @@ class TransitionSynthesizer(Synthesizer):
         )
         mixer = self._make_mixer() if cfg.finetune_curiosity and cfg.curiosity.rate > 0 else None
         n_units = items[0].shape[0]
+        batch = min(batch, n_units)  # q = B / N <= 1 (N is treated as public, as the card says)
         refresh = cfg.curiosity.refresh_every or max(1, n_units // max(batch, 1))
         self.ema.reset(self.model, decay=tc.ema_decay, every=tc.ema_every)
         losses: list[float] = []

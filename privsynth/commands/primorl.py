@@ -1,0 +1,176 @@
+"""``privsynth primorl data|train|generate|consume``: PriMORL (trajectory-level DP model-based offline RL).
+
+Logic lives in :mod:`privsynth.methods.primorl`; see docs/primorl.md."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("primorl", help="PriMORL: trajectory-level DP ensemble + SAC in the pessimistic private model")
+    sub = p.add_subparsers(dest="primorl_cmd", metavar="COMMAND")
+    p.set_defaults(func=lambda _args: (p.print_help(), 2)[1])
+
+    d = sub.add_parser("data", help="write a sensitive Pendulum-v1 dataset from the noisy scripted behaviour mixture")
+    d.add_argument("dataset_id")
+    d.add_argument("--episodes", type=int, default=3000, help="number of trajectories K (paper: ~30k)")
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--overwrite", action="store_true")
+    d.set_defaults(func=_data)
+
+    def common(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--epsilon", type=float, default=5.0, help="target ε at δ of the model training (Alg. 1)")
+        q.add_argument("--no-privacy", action="store_true", help="z = 0 (the paper's NO PRIVACY ablation; nothing can be released)")
+        q.add_argument("--delta", type=float, default=1e-5)
+        q.add_argument("--expected-batch", type=float, default=30.0, help="qK, expected trajectories per round")
+        q.add_argument("--rounds", type=int, default=700, help="T")
+        q.add_argument("--clip-norm", type=float, default=0.3)
+        q.add_argument("--strategy", default="per_layer", choices=["per_layer", "flat"])
+        q.add_argument("--penalty", default="mpd", choices=["mpd", "ma"])
+        q.add_argument("--lam", type=float, default=2.0)
+        q.add_argument("--sac-epochs", type=int, default=40)
+        q.add_argument("--sac-steps", type=int, default=250)
+        q.add_argument("--eval-episodes", type=int, default=5, help="true-env episodes per SAC epoch (reporting only)")
+        q.add_argument("--seed", type=int, default=0)
+
+    t = sub.add_parser("train", help="train the private ensemble and the SAC policy on a sensitive Minari dataset")
+    t.add_argument("dataset_id")
+    t.add_argument("--out", type=Path, required=True, help="directory for model.pt, policy.pt, history and the privacy card")
+    t.add_argument("--epsilon-budget", type=float, required=True, help="refuse to write if ε at δ exceeds this")
+    common(t)
+    t.set_defaults(func=_train)
+
+    g = sub.add_parser("generate", help="release rollouts of the private model as a synthetic Minari dataset")
+    g.add_argument("dataset_id", help="sensitive Minari dataset (ignored with --from)")
+    g.add_argument("synthetic_id", help="Minari id to write, e.g. privsynth/pendulum/primorl-eps5-v0")
+    g.add_argument("--from", dest="from_dir", type=Path, default=None, help="reuse a directory written by `primorl train`")
+    g.add_argument("--episodes", type=int, default=1000, help="synthetic trajectories")
+    g.add_argument("--horizon", type=int, default=200)
+    g.add_argument("--epsilon-budget", type=float, required=True)
+    g.add_argument("--overwrite", action="store_true")
+    common(g)
+    g.set_defaults(func=_generate)
+
+    c = sub.add_parser("consume", help="PriMORL's policy stage on a DP synthetic dataset (post-processing)")
+    c.add_argument("synthetic_id")
+    c.add_argument("--out", type=Path, default=None, help="write history.json here")
+    c.add_argument("--model-steps", type=int, default=3000)
+    common(c)
+    c.set_defaults(func=_consume)
+
+
+def _config(args: argparse.Namespace, k: int):
+    from privsynth.methods.primorl.dynamics import TDPConfig
+    from privsynth.methods.primorl.pessimistic_mdp import PessimismConfig
+    from privsynth.methods.primorl.pipeline import PriMORLConfig
+    from privsynth.methods.primorl.sac import SACConfig
+
+    cfg = PriMORLConfig(seed=args.seed, eval_episodes=args.eval_episodes, pessimism=PessimismConfig(args.penalty, args.lam),
+                        sac=SACConfig(epochs=args.sac_epochs, steps_per_epoch=args.sac_steps))
+    q = min(args.expected_batch / max(round(k * (1 - cfg.public_fraction)), 1), 0.5)
+    cfg.tdp = TDPConfig(sample_rate=q, rounds=args.rounds, clip_norm=args.clip_norm, strategy=args.strategy,
+                        delta=args.delta, noise_multiplier=0.0 if args.no_privacy else None,
+                        target_epsilon=None if args.no_privacy else args.epsilon)
+    return cfg
+
+
+def _data(args: argparse.Namespace) -> int:
+    from privsynth.data.minari_io import write_dataset
+    from privsynth.methods.primorl.data import PendulumDataConfig, make_pendulum_dataset
+
+    ds = make_pendulum_dataset(PendulumDataConfig(episodes=args.episodes, seed=args.seed), name=args.dataset_id)
+    path = write_dataset(ds, args.dataset_id, overwrite=args.overwrite)
+    print(f"wrote {ds.n_episodes} sensitive Pendulum-v1 trajectories to {path}")
+    return 0
+
+
+def _train_run(args: argparse.Namespace):
+    from privsynth.data.minari_io import load_dataset
+    from privsynth.methods.primorl.pipeline import run_primorl
+
+    ds = load_dataset(args.dataset_id).mark_sensitive()
+    cfg = _config(args, ds.n_episodes)
+    return ds, cfg, run_primorl(ds, cfg, progress=True)
+
+
+def _train(args: argparse.Namespace) -> int:
+    import torch
+
+    from privsynth.errors import PrivacyError
+    from privsynth.privacy.guard import guarded_write
+
+    ds, cfg, run = _train_run(args)
+    if run.ledger is None:
+        raise PrivacyError("a run without noise (--no-privacy) has no finite epsilon and cannot be released")
+
+    def write(tmp: Path) -> None:
+        tmp.mkdir()
+        torch.save(run.model.state_dict(), tmp / "model.pt")
+        torch.save(run.policy.state_dict(), tmp / "policy.pt")
+        (tmp / "config.json").write_text(json.dumps({"dataset": args.dataset_id, "obs_dim": ds.obs_dim,
+                                                     "act_dim": ds.act_dim, "env": ds.info.to_dict() | {"privacy_card": None},
+                                                     **cfg.to_dict()}, indent=1, default=str))
+        (tmp / "history.json").write_text(json.dumps({"sac": run.sac.history, "model": run.tdp.history}, indent=1))
+
+    guarded_write(args.out, write, run.ledger, args.epsilon_budget)
+    print(f"epsilon {run.epsilon:.3f} at delta {cfg.tdp.delta:g}; final true-env return {run.sac.final_return():.1f}; "
+          f"wrote {args.out}")
+    return 0
+
+
+def _load_run(path: Path):
+    import torch
+
+    from privsynth.data.dataset import DatasetInfo
+    from privsynth.methods.primorl.dynamics import EnsembleConfig, GaussianEnsemble
+    from privsynth.methods.primorl.pessimistic_mdp import PessimismConfig, PessimisticMDP
+    from privsynth.methods.primorl.sac import SACPolicy
+    from privsynth.privacy.guard import LEDGER_FILE
+    from privsynth.privacy.ledger import Ledger
+
+    conf = json.loads((path / "config.json").read_text())
+    ens = conf["ensemble"]
+    ens_cfg = EnsembleConfig(**{**ens, "hidden": tuple(ens["hidden"]), "weight_decay": tuple(ens["weight_decay"])})
+    model = GaussianEnsemble(conf["obs_dim"], conf["act_dim"], ens_cfg)
+    model.load_state_dict(torch.load(path / "model.pt"))
+    info = DatasetInfo.from_dict(conf["env"])
+    mdp = PessimisticMDP.for_env(model, info, PessimismConfig(**conf["pessimism"]))
+    policy = SACPolicy(mdp.obs_dim, mdp.act_dim, mdp.act_low, mdp.act_high, tuple(conf["sac"]["hidden"]))
+    policy.load_state_dict(torch.load(path / "policy.pt"))
+    return info, mdp, policy, Ledger.from_json((path / LEDGER_FILE).read_text())
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from privsynth.errors import PrivacyError
+    from privsynth.methods.primorl.pipeline import generate_trajectories, release_synthetic
+
+    if args.from_dir is not None:
+        info, mdp, policy, ledger = _load_run(args.from_dir)
+    else:
+        ds, _, run = _train_run(args)
+        if run.ledger is None:
+            raise PrivacyError("a run without noise (--no-privacy) cannot be released")
+        info, mdp, policy, ledger = ds.info, run.mdp, run.policy, run.ledger
+    syn = generate_trajectories(mdp, [None, policy], episodes=args.episodes, horizon=args.horizon, info=info,
+                                seed=args.seed)
+    path = release_synthetic(syn, ledger, args.synthetic_id, epsilon_budget=args.epsilon_budget, overwrite=args.overwrite)
+    print(f"released {syn.n_episodes} synthetic trajectories at epsilon {ledger.epsilon():.3f} to {path}")
+    return 0
+
+
+def _consume(args: argparse.Namespace) -> int:
+    from privsynth.data.minari_io import load_dataset
+    from privsynth.methods.primorl.pipeline import run_on_synthetic
+
+    syn = load_dataset(args.synthetic_id)
+    cfg = _config(args, syn.n_episodes)
+    cfg = dataclasses.replace(cfg, tdp=dataclasses.replace(cfg.tdp, noise_multiplier=0.0, target_epsilon=None))
+    run = run_on_synthetic(syn, cfg, model_steps=args.model_steps, progress=True)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "history.json").write_text(json.dumps(run.sac.history, indent=1))
+    print(f"epsilon (inherited from the synthetic data) {run.epsilon:.3f}; final true-env return {run.sac.final_return():.1f}")
+    return 0

@@ -1,0 +1,210 @@
+"""PriMORL end to end (Algorithm 2 + 4, Figure 1) and its two further uses in privsynth.
+
+* :func:`run_primorl`: sensitive dataset -> private ensemble (Alg. 1, accounted on a trajectory-unit ledger) ->
+  pessimistic MDP -> SAC policy. The policy is (ε, δ)-TDP by post-processing (Theorem 4.5).
+* :func:`generate_trajectories` + :func:`release_synthetic`: the private model as a DP trajectory generator; its
+  rollouts from ρ0 under data-independent policies are a synthetic dataset with the same (ε, δ) (notes section 8,
+  role 2), written as a Minari dataset through the release guard with the privacy card attached.
+* :func:`run_on_synthetic`: the same pipeline as a consumer of DP synthetic data: the ensemble is fitted without
+  clipping or noise (post-processing of already-private data), the ledger is the synthetic dataset's.
+
+The paper's 1% test split is declared public (section 5.1): here it is used for model-snapshot selection and for the
+target scales of the model; the ledger lists it under public data, and the card lists the unaccounted items (HP
+tuning on the private data). Input scales come from the environment's public observation / action bounds.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from privsynth.data import minari_io
+from privsynth.data.dataset import DatasetInfo, OfflineDataset
+from privsynth.data.envs import make_env
+from privsynth.errors import InvalidData, PrivacyError
+from privsynth.methods.primorl.dynamics import (EnsembleConfig, GaussianEnsemble, TDPConfig, TDPResult,
+                                                TrajectoryTensors, train_ensemble_nonprivate, train_tdp_ensemble)
+from privsynth.methods.primorl.pessimistic_mdp import PessimismConfig, PessimisticMDP
+from privsynth.methods.primorl.sac import SACConfig, SACPolicy, SACResult, train_sac_in_model
+from privsynth.privacy.guard import guarded_write
+from privsynth.privacy.ledger import Ledger
+
+__all__ = ["PriMORLConfig", "PriMORLRun", "run_primorl", "run_on_synthetic", "generate_trajectories",
+           "release_synthetic", "evaluate_policy", "build_model"]
+
+
+@dataclass
+class PriMORLConfig:
+    ensemble: EnsembleConfig = field(default_factory=EnsembleConfig)
+    tdp: TDPConfig = field(default_factory=TDPConfig)
+    pessimism: PessimismConfig = field(default_factory=PessimismConfig)
+    sac: SACConfig = field(default_factory=SACConfig)
+    public_fraction: float = 0.01  # the paper's public test split (1% of episodes for Pendulum / CartPole)
+    eval_episodes: int = 5  # true-env episodes per SAC epoch (reporting only; paper: 10)
+    seed: int = 0
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class PriMORLRun:
+    model: GaussianEnsemble
+    mdp: PessimisticMDP
+    sac: SACResult
+    ledger: Ledger | None  # None for runs without noise (z = 0): no finite ε
+    epsilon: float
+    tdp: TDPResult | None = None
+
+    @property
+    def policy(self) -> SACPolicy:
+        return self.sac.policy
+
+
+def _space_scale(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    s = np.maximum(np.abs(low), np.abs(high)).astype(np.float32)
+    if not np.all(np.isfinite(s)):
+        raise InvalidData("the environment's observation/action bounds are not finite; give explicit input scales")
+    return s
+
+
+def build_model(info: DatasetInfo, public: OfflineDataset, cfg: EnsembleConfig, seed: int) -> GaussianEnsemble:
+    """An untrained ensemble whose scales come from public information only (env bounds, public split)."""
+    env = make_env(info)
+    in_scale = np.concatenate([_space_scale(env.observation_space.low, env.observation_space.high),
+                               _space_scale(env.action_space.low, env.action_space.high)])
+    env.close()
+    targets = np.concatenate([public.next_observations - public.observations, public.rewards[:, None]], 1)
+    out_scale = targets.std(0) + 1e-3
+    return GaussianEnsemble(public.obs_dim, public.act_dim, cfg, in_scale=in_scale, out_scale=out_scale, seed=seed)
+
+
+def evaluate_policy(policy: SACPolicy, info: DatasetInfo, episodes: int = 5, seed: int = 10_000) -> float:
+    """Mean undiscounted return of the deterministic policy in the TRUE environment (reporting only)."""
+    env = make_env(info)
+    rets = []
+    for e in range(episodes):
+        obs, _ = env.reset(seed=seed + e)
+        done, ret = False, 0.0
+        while not done:
+            obs, r, term, trunc, _ = env.step(policy.act(obs))
+            ret += float(r)
+            done = term or trunc
+        rets.append(ret)
+    env.close()
+    return float(np.mean(rets))
+
+
+def _policy_stage(model: GaussianEnsemble, info: DatasetInfo, cfg: PriMORLConfig, progress: bool) -> tuple[PessimisticMDP, SACResult]:
+    """Everything after the model: only the model and public environment facts go in."""
+    mdp = PessimisticMDP.for_env(model, info, cfg.pessimism, seed=cfg.seed)
+    sac_cfg = dataclasses.replace(cfg.sac, seed=cfg.seed)
+    env_info = DatasetInfo(name=info.name, env_id=info.env_id, env_kwargs=dict(info.env_kwargs), obs_keys=info.obs_keys)
+    result = train_sac_in_model(mdp, sac_cfg, progress=progress,
+                                evaluate=lambda pi: evaluate_policy(pi, env_info, cfg.eval_episodes, seed=10_000 + cfg.seed))
+    return mdp, result
+
+
+def run_primorl(sensitive: OfflineDataset, cfg: PriMORLConfig = PriMORLConfig(), *, progress: bool = False) -> PriMORLRun:
+    """PriMORL on a sensitive dataset (privacy unit: one trajectory)."""
+    train, public = sensitive.split_episodes(1.0 - cfg.public_fraction, seed=cfg.seed)
+    model = build_model(sensitive.info, public, cfg.ensemble, cfg.seed)
+    tdp_cfg = dataclasses.replace(cfg.tdp, seed=cfg.seed)
+    data = TrajectoryTensors.from_dataset(train, model)
+    res = train_tdp_ensemble(data, model, tdp_cfg, public=TrajectoryTensors.from_dataset(public, model), progress=progress)
+    del data, train  # nothing below may touch the sensitive trajectories
+    ledger = None
+    if res.event is not None:
+        ledger = Ledger(unit="trajectory", accountant=tdp_cfg.accountant, delta=tdp_cfg.delta,
+                        public_data=[f"{cfg.public_fraction:.0%} public split of '{sensitive.info.name}' "
+                                     "(model snapshot selection, target scales; declared public as in the paper)",
+                                     "environment: observation/action bounds, initial-state distribution ρ0"],
+                        treated_as_public=["number of trajectories K (sets the sample rate)"],
+                        notes=["hyperparameters (C, z, λ, penalty, clipping strategy) were not tuned on this data "
+                               "with accounting; tuning on private data is not charged"])
+        ledger.append(res.event)
+    mdp, sac = _policy_stage(model, sensitive.info, cfg, progress)
+    return PriMORLRun(model, mdp, sac, ledger, res.epsilon, res)
+
+
+def run_on_synthetic(synthetic: OfflineDataset, cfg: PriMORLConfig = PriMORLConfig(), *, model_steps: int = 3000,
+                     progress: bool = False) -> PriMORLRun:
+    """The PriMORL policy stage as a consumer of a DP synthetic dataset (post-processing: no clip, no noise).
+
+    The returned ledger is the synthetic dataset's own card (if it has one); nothing new is spent."""
+    if synthetic.info.sensitive:
+        raise PrivacyError(f"dataset '{synthetic.info.name}' is marked sensitive; use run_primorl for sensitive data")
+    card = synthetic.info.privacy_card
+    _, public = synthetic.split_episodes(1.0 - cfg.public_fraction, seed=cfg.seed)
+    model = build_model(synthetic.info, public, cfg.ensemble, cfg.seed)
+    train_ensemble_nonprivate(TrajectoryTensors.from_dataset(synthetic, model), model, steps=model_steps,
+                              seed=cfg.seed, progress=progress)
+    mdp, sac = _policy_stage(model, synthetic.info, cfg, progress)
+    eps = float(card["epsilon"]) if card and "epsilon" in card else float("inf")
+    return PriMORLRun(model, mdp, sac, None, eps)
+
+
+# ------------------------------------------------------------------------------------------------- generation
+@torch.no_grad()
+def generate_trajectories(mdp: PessimisticMDP, policies: list[SACPolicy | None], *, episodes: int, horizon: int,
+                          action_noise: tuple[float, ...] = (0.0, 0.5, 1.0), seed: int = 0,
+                          info: DatasetInfo | None = None) -> OfflineDataset:
+    """Roll the private model from ρ0 for ``horizon`` steps under data-independent behaviour: each episode picks a
+    policy (None = uniform random actions) and a Gaussian action-noise level (in action-half-range units).
+
+    Rewards are the model's unpenalised r̂ (the penalty is a planning device, not part of the data)."""
+    if not isinstance(mdp, PessimisticMDP):
+        raise TypeError("generate_trajectories takes a PessimisticMDP")
+    rng = np.random.default_rng(seed)
+    g = torch.Generator().manual_seed(seed)
+    which = rng.integers(0, len(policies), episodes)
+    noise = torch.as_tensor(np.asarray(action_noise, dtype=np.float32)[rng.integers(0, len(action_noise), episodes)])
+    obs = mdp.reset(episodes, rng)
+    half = (mdp.act_high - mdp.act_low) / 2
+    cols: dict[str, list[torch.Tensor]] = {k: [] for k in ("obs", "act", "rew", "next", "done")}
+    alive = torch.ones(episodes, dtype=torch.bool)
+    lengths = torch.full((episodes,), horizon)
+    for t in range(horizon):
+        act = mdp.act_low + (mdp.act_high - mdp.act_low) * torch.rand(episodes, mdp.act_dim, generator=g)
+        for j, pi in enumerate(policies):
+            sel = torch.as_tensor(which == j)
+            if pi is not None and sel.any():
+                act[sel] = torch.as_tensor(pi.act(obs[sel])) + noise[sel, None] * half * torch.randn(int(sel.sum()), mdp.act_dim, generator=g)
+        out = mdp.step(obs, act, g)
+        for k, v in (("obs", obs), ("act", out["action"]), ("rew", out["model_reward"]), ("next", out["next_obs"]),
+                     ("done", out["done"])):
+            cols[k].append(v)
+        lengths[alive & out["done"]] = t + 1
+        alive &= ~out["done"]
+        obs = out["next_obs"]
+    stack = {k: torch.stack(v, 1) for k, v in cols.items()}  # [E, H, ...]
+    keep = torch.arange(horizon)[None] < lengths[:, None]
+    flat = {k: v[keep].numpy() for k, v in stack.items()}
+    n = int(keep.sum())
+    ends = np.cumsum(lengths.numpy()) - 1
+    terminals = flat["done"].astype(bool).reshape(-1)
+    timeouts = np.zeros(n, dtype=bool)
+    timeouts[ends] = ~terminals[ends]
+    base = info or DatasetInfo(name="primorl-synthetic")
+    new_info = dataclasses.replace(base, sensitive=False, privacy_card=None,
+                                   extra={**base.extra, "algorithm": "PriMORL private model rollouts",
+                                          "generator": "rollouts of the TDP ensemble from rho0",
+                                          "behaviour": f"{len(policies)} policies (None = uniform), noise {list(action_noise)}"})
+    return OfflineDataset(observations=flat["obs"], actions=flat["act"], rewards=flat["rew"],
+                          next_observations=flat["next"], terminals=terminals, timeouts=timeouts,
+                          episode_ids=np.repeat(np.arange(episodes), lengths.numpy()), info=new_info)
+
+
+def release_synthetic(synthetic: OfflineDataset, ledger: Ledger, dataset_id: str, *, epsilon_budget: float,
+                      overwrite: bool = False) -> Path:
+    """Write the synthetic dataset as a local Minari dataset through the release guard, card attached."""
+    dest = minari_io.target_path(dataset_id)
+    if dest.exists() and not overwrite:
+        raise InvalidData(f"dataset '{dataset_id}' already exists; pass --overwrite to replace it")
+    ds = copy.copy(synthetic)
+    ds.info = dataclasses.replace(synthetic.info, privacy_card=ledger.card(), sensitive=False)
+    return guarded_write(dest, lambda tmp: minari_io.write_dataset_dir(ds, dataset_id, tmp), ledger, epsilon_budget)

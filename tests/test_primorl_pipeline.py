@@ -1,0 +1,51 @@
+"""PriMORL end to end at toy scale through the CLI: data -> train (guarded, card) -> generate (Minari + card) ->
+consume; the release guard refuses an over-budget release."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from privsynth.cli import main
+from privsynth.data.minari_io import dataset_exists, load_dataset
+from privsynth.methods.primorl import primorl_epsilon
+
+TINY = ["--rounds", "3", "--expected-batch", "10", "--sac-epochs", "1", "--sac-steps", "3", "--epsilon", "6", "--eval-episodes", "1"]
+
+
+@pytest.fixture
+def sensitive_id():
+    assert main(["primorl", "data", "test/pendulum-v0", "--episodes", "60"]) == 0
+    return "test/pendulum-v0"
+
+
+def test_train_and_generate_release_with_card(sensitive_id, tmp_path):
+    out = tmp_path / "run"
+    assert main(["primorl", "train", sensitive_id, "--out", str(out), "--epsilon-budget", "6", *TINY]) == 0
+    card = json.loads((out / "privacy_ledger.json").read_text())
+    assert (out / "policy.pt").exists() and (out / "privacy_card.md").exists()
+    ev = card["events"][0]
+    k_train = round(60 * 0.99)
+    assert ev["params"]["sample_rate"] == pytest.approx(10 / k_train)
+    eps = primorl_epsilon(ev["params"]["noise_multiplier"], 10 / k_train, 3, 1e-5)
+    assert eps <= 6 * (1 + 1e-6) and eps > 5.0  # calibrated close to the target
+    assert main(["primorl", "generate", sensitive_id, "test/pendulum-primorl-v0", "--from", str(out),
+                 "--episodes", "12", "--horizon", "20", "--epsilon-budget", "6"]) == 0
+    syn = load_dataset("test/pendulum-primorl-v0")
+    assert syn.n_episodes == 12 and not syn.info.sensitive
+    assert syn.info.privacy_card["unit"] == "trajectory"
+    assert syn.info.privacy_card["epsilon"] == pytest.approx(eps, rel=1e-6)
+    assert main(["primorl", "consume", "test/pendulum-primorl-v0", "--model-steps", "5", *TINY]) == 0
+
+
+def test_generate_refuses_over_budget(sensitive_id):
+    code = main(["primorl", "generate", sensitive_id, "test/over-v0", "--episodes", "4", "--horizon", "5",
+                 "--epsilon-budget", "2", *TINY])
+    assert code == 2  # BudgetExceeded, printed on one line by the CLI
+    assert not dataset_exists("test/over-v0")
+
+
+def test_no_privacy_run_cannot_be_released(sensitive_id, tmp_path):
+    code = main(["primorl", "train", sensitive_id, "--out", str(tmp_path / "np"), "--epsilon-budget", "100",
+                 "--no-privacy", *TINY])
+    assert code == 2 and not (tmp_path / "np").exists()
