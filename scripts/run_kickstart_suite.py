@@ -72,8 +72,9 @@ def plot(table: dict, out: Path, threshold: float, teacher_return: float) -> Non
 
 
 def write_table(table: dict, out: Path, threshold: float, cfg: SuiteConfig, teacher: dict) -> str:
+    source = teacher.get("source", f"PPO {teacher['hidden']}, {teacher['epochs']} epochs x 1000 steps")
     lines = [
-        f"Teacher: PPO {teacher['hidden']} on {teacher['env_id']}, {teacher['epochs']} epochs x 1000 steps; eval return "
+        f"Teacher: {source} on {teacher['env_id']}; eval return "
         f"{teacher['eval_return']:.1f} (restricted eta={cfg.eta}: {teacher['eval_return_restricted']:.1f}); "
         f"L (restricted) = {teacher['lipschitz_restricted']:.3f}, b = {cfg.b:g}.",
         "",
