@@ -2,7 +2,6 @@
 processes, upstream linking, failures, tables and plots."""
 from __future__ import annotations
 
-import json
 import textwrap
 
 import numpy as np
