@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
 
 from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData, PrivacyError
@@ -103,10 +102,12 @@ def synthesize(
       with the same ``workdir`` resumes from the last finished stage.
     * ``out_dataset``: a Minari id to write; the release guard refuses if the ledger's ε exceeds ``epsilon``.
     """
-    from privsynth.data.normalize import Normalizer
+    from privsynth.privacy.accounting import check_delta, check_epsilon
 
     t_all = time.perf_counter()
     sens = as_dataset(sensitive).mark_sensitive(True)
+    check_epsilon(epsilon)  # fail before any work: bad budgets are one-line errors
+    check_delta(delta, sens.n_transitions if unit == "transition" else sens.n_episodes)
     if public is None:
         pubs: list[OfflineDataset] = []
     elif isinstance(public, (OfflineDataset, str)):
@@ -139,9 +140,7 @@ def synthesize(
                 ckpt = wd / "pretrain-checkpoint.pt" if wd else None
                 synth.pretrain(pubs, progress=progress, checkpoint=ckpt)
             else:
-                synth.normalizer = Normalizer.fit_public(pubs)
-                synth.discrete_values = synth._discrete_support(np.concatenate([p.transition_matrix() for p in pubs]))
-                synth.public_data += [p.info.name for p in pubs]
+                synth.fit_public_stats(pubs)
             if done_pre is not None and pretrain:
                 synth.save(done_pre)
         seconds["pretrain"] = time.perf_counter() - t0

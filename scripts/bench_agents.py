@@ -5,7 +5,8 @@
     python scripts/bench_agents.py --reference                            # also a CORL-style unfused IQL loop
 
 Goal (issue "Evaluation harness", part 1): at least 150 IQL updates/s at batch 256 on 2 cores. The machine is shared,
-so the script prints the load average next to the numbers; compare runs made under similar load.
+so the script prints the load average next to the numbers and, besides wall-clock updates/s, updates per second of
+the process's own CPU time (with one thread, close to what an idle core gives; with N threads divide by N).
 """
 from __future__ import annotations
 
@@ -35,13 +36,14 @@ def random_dataset(n: int, obs_dim: int, act_dim: int, seed: int = 0) -> Offline
                           info=DatasetInfo(name="bench"))
 
 
-def time_updates(step, sample, n: int, warmup: int) -> float:
+def time_updates(step, sample, n: int, warmup: int) -> tuple[float, float]:
+    """(updates per wall-clock second, updates per second of this process's CPU time)."""
     for _ in range(warmup):
         step(sample())
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(n):
         step(sample())
-    return n / (time.perf_counter() - t0)
+    return n / (time.perf_counter() - t0), n / (time.process_time() - c0)
 
 
 def corl_style_iql(obs_dim: int, act_dim: int, hidden: int = 256):
@@ -104,11 +106,11 @@ def main() -> None:
     for name in args.agents:
         n = max(args.updates // 5, 20) if name == "edac" else args.updates
         agent = make_agent(name, args.obs_dim, args.act_dim, num_updates=1_000_000)
-        ups = time_updates(agent.update, sample, n, args.warmup)
-        print(f"{name:6s} {ups:7.1f} updates/s  ({n} timed updates)")
+        ups, cpu = time_updates(agent.update, sample, n, args.warmup)
+        print(f"{name:6s} {ups:7.1f} updates/s wall, {cpu:7.1f} per CPU-second  ({n} timed updates)")
     if args.reference:
-        ups = time_updates(corl_style_iql(args.obs_dim, args.act_dim), sample, args.updates, args.warmup)
-        print(f"{'iql (CORL-style, unfused)':6s} {ups:7.1f} updates/s")
+        ups, cpu = time_updates(corl_style_iql(args.obs_dim, args.act_dim), sample, args.updates, args.warmup)
+        print(f"iql, CORL-style unfused: {ups:7.1f} updates/s wall, {cpu:7.1f} per CPU-second")
     if args.eval_episodes:
         info = DatasetInfo(name="bench", env_id="PointMaze_UMazeDense-v3", obs_keys=["observation", "desired_goal"],
                            env_kwargs={"continuing_task": True, "reset_target": False, "max_episode_steps": 300},

@@ -1,7 +1,8 @@
 """Benchmark of the PrivORL-n transition synthesizer on PointMaze (one run prints everything).
 
 Prints: pre-training and DP fine-tuning time per epoch (wall and CPU seconds), fidelity (marginal = 1 − mean KS,
-correlation similarity = mean 1 − |ρ_real − ρ_syn| / 2, terminal column excluded, as PrivORL Table III / SDV) of
+correlation similarity = mean 1 − |ρ_real − ρ_syn| / 2, terminal column excluded, as PrivORL Table III / SDV; computed
+by privsynth.evaluation.fidelity) of
 the ε releases against the sensitive data, and sampling throughput of DPM-Solver++-20 vs EDM Heun-128 with the
 fidelity of each. ``--arch-sweep`` instead compares denoiser sizes on *public* data only (architecture choice must
 not look at sensitive data).
@@ -35,20 +36,14 @@ SCALES = {"demo": (20_000, 50_000), "benchmark": (100_000, 100_000)}  # (sensiti
 
 
 def fidelity(real: np.ndarray, syn: np.ndarray, *, max_rows: int = 20_000, seed: int = 0) -> tuple[float, float]:
-    """(marginal, correlation) of transition matrices; the terminal column (last) is excluded."""
-    from scipy.stats import ks_2samp
+    """(marginal, correlation) of transition matrices with privsynth.evaluation.fidelity; terminal column excluded."""
+    from privsynth.evaluation.fidelity import correlation_score, marginal_score
 
-    rng = np.random.default_rng(seed)
-    if len(real) > max_rows:
-        real = real[rng.choice(len(real), max_rows, replace=False)]
-    if len(syn) > max_rows:
-        syn = syn[rng.choice(len(syn), max_rows, replace=False)]
     real, syn = real[:, :-1], syn[:, :-1]
-    marginal = 1.0 - float(np.mean([ks_2samp(real[:, j], syn[:, j]).statistic for j in range(real.shape[1])]))
-    keep = (real.std(0) > 1e-8) & (syn.std(0) > 1e-8)
-    cr, cs = np.corrcoef(real[:, keep].T), np.corrcoef(syn[:, keep].T)
-    iu = np.triu_indices(cr.shape[0], 1)
-    return marginal, float(np.mean(1.0 - np.abs(cr[iu] - cs[iu]) / 2.0))
+    return (
+        marginal_score(real, syn, max_rows=max_rows, seed=seed),
+        correlation_score(real, syn, max_rows=max_rows, seed=seed),
+    )
 
 
 def load_maze(maze: str, steps: int, seed: int) -> OfflineDataset:
@@ -104,6 +99,7 @@ def main() -> None:
     ap.add_argument("--million", action="store_true", help="time sampling 1,000,000 rows with DPM-Solver-20")
     ap.add_argument("--arch-sweep", action="store_true")
     ap.add_argument("--sweep-steps", type=int, default=3000)
+    ap.add_argument("--probe-steps", type=int, default=200, help="with --pretrained: steps timed to get s/epoch")
     ap.add_argument("--json", default=None, help="also write the numbers to this file")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -124,6 +120,20 @@ def main() -> None:
         from privsynth.synth.pretrained import resolve_pretrained
 
         base_path = resolve_pretrained(args.pretrained)
+        # pre-training time per epoch, measured on a short run (the shipped model's card has the full run)
+        pubs = [load_maze(m, n_pub, seed=1) for m in ("open", "medium", "large")]
+        probe_cfg = cpu_config() if args.config == "cpu" else demo_config()
+        probe_cfg.pretrain.max_steps = args.probe_steps
+        probe = TransitionSynthesizer(probe_cfg)
+        probe.config.curiosity.refresh_every = max(args.probe_steps // 2, 1)
+        probe.pretrain(pubs, progress=False)
+        h = probe.history[-1]
+        out["pretrain_probe"] = h
+        print(
+            f"pre-train probe ({h['steps']} steps of {sum(p.n_transitions for p in pubs)} public rows, curiosity on): "
+            f"{h['seconds_per_epoch']:.1f} s/epoch wall, {h['cpu_seconds_per_epoch']:.1f} cpu-s/epoch",
+            flush=True,
+        )
     else:
         pubs = [load_maze(m, n_pub, seed=1) for m in ("open", "medium", "large")]
         base = TransitionSynthesizer(cfg)

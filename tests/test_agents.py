@@ -243,6 +243,8 @@ def test_same_seed_same_run_and_different_seed_differs(name):
     assert a.final_score == pytest.approx(np.mean([s for _, s in a.curve]))
     assert a.best_score == max(s for _, s in a.curve)
     assert a.updates_per_s > 0 and a.to_dict()["final_score"] == a.final_score
+    state = a.policy.state_dict()  # the trained policy is saveable: actor weights + normaliser statistics
+    assert "normalizer.mean" in state and any(k.startswith("actor.") for k in state)
 
 
 def test_run_seeds_summarises_final_and_best():

@@ -16,6 +16,8 @@ def tiny_config(private: bool, epochs: float):
     cfg.denoiser.width, cfg.denoiser.depth = 128, 2
     cfg.pretrain.epochs, cfg.pretrain.batch_size = 20.0, 64
     cfg.finetune.epochs, cfg.finetune.batch_size = epochs, 32
+    cfg.finetune.lr = 1e-3  # pinned: the test must not move with the CPU preset's tuned defaults
+    cfg.dp.noise_multiplicity = 4
     cfg.pretrain_curiosity = False
     cfg.private = private
     return cfg

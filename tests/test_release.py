@@ -77,3 +77,25 @@ def test_nonprivate_ablation_cannot_be_released():
             out_dataset="privsynth/nonprivate-v0", progress=False,
         )
     assert not minari_io.dataset_exists("privsynth/nonprivate-v0")
+
+
+def test_cli_synthesize_writes_a_carded_dataset(capsys):
+    from privsynth.cli import main
+
+    minari_io.write_dataset(public_data(), "privsynth/toy-public-v0")
+    minari_io.write_dataset(sensitive_data(), "privsynth/toy-sensitive-v0")
+    rc = main([
+        "synthesize", "--public", "privsynth/toy-public-v0", "--sensitive", "privsynth/toy-sensitive-v0",
+        "--epsilon", "8", "--delta", "1e-3", "-n", "100", "--out-dataset", "privsynth/toy-cli-v0",
+        "--config", "demo", "--pretrain-epochs", "1", "--finetune-epochs", "1", "--quiet",
+    ])
+    assert rc == 0
+    card = minari_io.load_dataset("privsynth/toy-cli-v0").info.privacy_card
+    assert card["private"] and card["epsilon"] <= 8.0 + 1e-9 and card["delta"] == 1e-3
+    assert "wrote" in capsys.readouterr().out
+    rc = main([
+        "synthesize", "--public", "privsynth/toy-public-v0", "--sensitive", "privsynth/toy-sensitive-v0",
+        "--epsilon", "8", "--delta", "0.5", "-n", "10", "--out-dataset", "privsynth/toy-cli-bad-v0", "--quiet",
+    ])
+    assert rc == 2 and "delta" in capsys.readouterr().err  # one-line error, nothing written
+    assert not minari_io.dataset_exists("privsynth/toy-cli-bad-v0")

@@ -2,7 +2,6 @@
 processes, upstream linking, failures, tables and plots."""
 from __future__ import annotations
 
-import json
 import textwrap
 
 import numpy as np
@@ -87,7 +86,7 @@ def test_cells_run_in_parallel_processes(tmp_path):
         name: par
         workers: 2
         stages:
-          - {kind: echo, grid: {seed: [0, 1, 2, 3]}, params: {sleep: 1.0}}
+          - {kind: echo, grid: {seed: [0, 1, 2, 3]}, params: {sleep: 3.0}}
         """)
     res = run_suite(suite, progress=False, log=lambda _: None)
     results = [r["result"] for r in collect_records(suite)]
@@ -179,3 +178,37 @@ def test_renamed_stage_adopts_finished_cells(tmp_path):
     res = run_suite(renamed, progress=False, log=lambda _: None)
     assert res["ran"] == 0 and res["skipped"] == 12 and res["blocked"] == 0
     assert len(collect_records(renamed, stage="build")) == 4
+
+
+def test_tables_show_only_cells_of_the_current_config(tmp_path):
+    suite = write_suite(tmp_path, SUITE)
+    run_suite(suite, progress=False, log=lambda _: None)
+    changed = write_suite(tmp_path, SUITE.replace("score: 0.5", "score: 0.7"))
+    run_suite(changed, progress=False, log=lambda _: None)
+    md = (changed.out / "tables" / "flat.md").read_text()
+    assert "0.700" in md and "0.500" not in md
+    assert len(collect_records(changed, stage="use")) == 16  # the old cells stay on disk, out of the tables
+
+
+def test_cost_kind_reads_its_upstream(tmp_path):
+    suite = write_suite(tmp_path, """
+        name: cost
+        stages:
+          - {name: syn, kind: echo, grid: {epsilon: [1.0, null]}, params: {finetune_seconds: 6.0, dp_steps: 3}}
+          - {name: cost, kind: cost, needs: {stage: syn, match: [epsilon]}, grid: {epsilon: [1.0, null]}}
+        """)
+    run_suite(suite, progress=False, log=lambda _: None)
+    recs = {r["params"]["epsilon"]: r["result"] for r in collect_records(suite, stage="cost")}
+    assert recs[1.0]["seconds_per_step"] == 2.0 and recs[1.0]["private"] and not recs[None]["private"]
+
+
+def test_kind_may_be_an_importable_function(tmp_path):
+    suite = write_suite(tmp_path, """
+        name: dotted
+        stages:
+          - {kind: "privsynth.evaluation.runner:_echo_cell", grid: {seed: [0]}, params: {value: 5}}
+          - {name: bad, kind: "privsynth.nope:fn"}
+        """)
+    res = run_suite(suite, progress=False, log=lambda _: None)
+    assert res["ran"] == 1 and collect_records(suite)[0]["result"]["value"] == 5
+    assert res["failed"] == 1 and "cannot import" in res["failures"][0]["error"]

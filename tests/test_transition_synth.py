@@ -253,3 +253,10 @@ def test_finecur_ablation_trains_with_curiosity_rows(pretrained, tmp_path):
     synth.finetune(sensitive_data(), 10.0, 1e-3, progress=False)
     assert synth.history[-1]["finetune_curiosity"] is True
     assert synth.ledger.epsilon() <= 10.0 + 1e-9
+
+
+def test_fit_public_stats_for_the_no_pretraining_ablation():
+    synth = TransitionSynthesizer(tiny_config()).fit_public_stats([public_data()])
+    assert synth.normalizer.source.startswith("public:") and synth.public_data == ["public"]
+    with pytest.raises(PrivacyError):
+        TransitionSynthesizer(tiny_config()).fit_public_stats([sensitive_data()])

@@ -13,6 +13,11 @@ def register(subparsers) -> None:
     )
     p.add_argument("suite", help="suite YAML, e.g. evaluation/suites/smoke.yaml")
     p.add_argument("--workers", type=int, default=None, help="parallel processes (default: the suite's, else 1)")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local: a process pool on this machine (default); ray: one Ray task per cell, reserving the "
+                   "stage's 'cpus' (pip install 'privsynth[ray]'; see docs/scale_out.md)")
+    p.add_argument("--address", default=None,
+                   help="Ray cluster to join (e.g. auto or ray://head:10001); default: start a local Ray instance")
     p.add_argument("--results-dir", default=None, help="root for results (default: the suite's, else evaluation/results)")
     p.add_argument("--only", action="append", default=None, metavar="STAGE", help="run only this stage (repeatable)")
     p.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
@@ -32,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
             print(path)
         return 0
     summary = run_suite(suite, workers=args.workers, only=args.only, dry_run=args.dry_run,
-                        progress=not args.no_progress)
+                        progress=not args.no_progress, executor=args.executor, address=args.address)
     print(f"{suite.name}: {summary['ran']} ran, {summary['skipped']} skipped, {summary['failed']} failed, "
           f"{summary['blocked']} blocked; results in {suite.out}")
     for path in summary.get("tables", []) + summary.get("plots", []):

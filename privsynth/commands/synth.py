@@ -1,6 +1,9 @@
 """``privsynth pretrain | finetune | sample | synthesize``: the PrivORL-n transition synthesizer from the shell.
 
 Thin wrappers over :class:`privsynth.synth.TransitionSynthesizer` and :func:`privsynth.release.synthesize`.
+``finetune`` also runs under ``torchrun --nproc_per_node N`` (data-parallel DP-SGD, :mod:`privsynth.privacy.distributed`;
+rank 0 writes the checkpoint); ``sample --shards K`` splits a large draw over workers (:mod:`privsynth.synth.sharded`).
+See docs/scale_out.md.
 """
 from __future__ import annotations
 
@@ -87,18 +90,31 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
+    import torch
+
+    from privsynth.privacy import distributed as dist_dp
     from privsynth.release import as_dataset
     from privsynth.synth import TransitionSynthesizer
     from privsynth.synth.pretrained import resolve_pretrained
 
-    synth = TransitionSynthesizer.load(resolve_pretrained(args.model))
-    cfg = _config(args)
-    cfg.denoiser, cfg.edm = synth.config.denoiser, synth.config.edm
-    synth.config = cfg
-    sens = as_dataset(args.sensitive).mark_sensitive(True)
-    synth.finetune(sens, args.epsilon, args.delta, args.unit, progress=not args.quiet)
-    synth.save(args.out)
-    print(f"fine-tuned on {sens.info.name}: epsilon {synth.ledger.epsilon():.4g} at delta {args.delta:g} ({args.unit}) -> {args.out}")
+    group = dist_dp.init_from_env()  # under torchrun: join the job; every rank loads the same model and data
+    try:
+        synth = TransitionSynthesizer.load(resolve_pretrained(args.model))
+        cfg = _config(args)
+        cfg.denoiser, cfg.edm = synth.config.denoiser, synth.config.edm
+        synth.config = cfg
+        sens = as_dataset(args.sensitive).mark_sensitive(True)
+        if group is not None:  # the diffusion loss' own noise differs per rank (the DP noise is shared, in dp_train)
+            torch.manual_seed(cfg.seed * 1000 + group.rank)
+        main = group is None or group.rank == 0
+        synth.finetune(sens, args.epsilon, args.delta, args.unit, progress=main and not args.quiet)
+        if main:
+            synth.save(args.out)
+            ranks = f" on {group.world_size} processes" if group is not None else ""
+            print(f"fine-tuned on {sens.info.name}{ranks}: epsilon {synth.ledger.epsilon():.4g} at delta "
+                  f"{args.delta:g} ({args.unit}) -> {args.out}")
+    finally:
+        dist_dp.shutdown()
     return 0
 
 
@@ -107,19 +123,30 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from privsynth.synth import TransitionSynthesizer
     from privsynth.synth.pretrained import resolve_pretrained
 
-    synth = TransitionSynthesizer.load(resolve_pretrained(args.model))
-    ds = synth.sample(args.n, seed=args.seed, method=args.sampler, steps=args.steps, progress=not args.quiet, name=args.out_dataset)
+    model = resolve_pretrained(args.model)
+    synth = TransitionSynthesizer.load(model)
     if synth.ledger is None:
         raise InvalidData("this model was never DP fine-tuned: there is nothing releasable to sample")
+    if args.shards > 1:
+        from privsynth.evaluation.executors import make_executor
+        from privsynth.synth.sharded import sample_sharded
+
+        with make_executor(args.executor, workers=args.workers, address=args.address) as ex:
+            ds = sample_sharded(synth, model, args.n, shards=args.shards, executor=ex, seed=args.seed,
+                                method=args.sampler, steps=args.steps, name=args.out_dataset)
+    else:
+        ds = synth.sample(args.n, seed=args.seed, method=args.sampler, steps=args.steps, progress=not args.quiet,
+                          name=args.out_dataset)
     budget = args.budget
     if budget is None:
         targets = [h.get("target_epsilon") for h in synth.history if h.get("private")]
         budget = targets[-1] if targets and targets[-1] else synth.ledger.epsilon()
     spent = release_dataset(ds, synth.ledger, args.out_dataset, epsilon_budget=budget, overwrite=args.overwrite)
     st = synth.last_sample_stats
+    shards = f"; {len(st['shards'])} shards, seeds {[s['seed'] for s in st['shards']]}" if "shards" in st else ""
     print(
         f"wrote {ds.n_transitions} transitions to {args.out_dataset} (epsilon {spent:.4g}; "
-        f"{st['nan_rows_dropped']} NaN rows dropped; {st['returned'] / st['seconds']:.0f} rows/s)"
+        f"{st['nan_rows_dropped']} NaN rows dropped; {st['returned'] / st['seconds']:.0f} rows/s{shards})"
     )
     return 0
 
@@ -183,7 +210,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int, default=None)
     p.add_argument("--budget", type=float, default=None, help="epsilon budget for the release guard (default: target)")
     p.add_argument("--overwrite", action="store_true")
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--seed", type=int, default=None, help="base seed (with --shards, each shard's seed derives from it)")
+    p.add_argument("--shards", type=int, default=1, help="split the draw into this many independent shards")
+    p.add_argument("--workers", type=int, default=1, help="local processes for the shards (--executor local)")
+    p.add_argument("--executor", choices=("local", "ray"), default="local", help="where the shards run")
+    p.add_argument("--address", default=None, help="Ray cluster to join (default: a local Ray instance)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_sample)
 

@@ -9,6 +9,8 @@ Dict observations (PointMaze: ``observation``, ``desired_goal``) are flattened b
 """
 from __future__ import annotations
 
+import contextlib
+import io
 from typing import Any, Sequence
 
 import gymnasium as gym
@@ -17,20 +19,25 @@ import numpy as np
 from privsynth.data.dataset import DatasetInfo
 from privsynth.errors import PrivsynthError
 
-__all__ = ["FlattenDictObs", "make_env", "flatten_obs", "POINTMAZE_OBS_KEYS"]
+__all__ = ["FlattenDictObs", "make_env", "flatten_obs", "register_robotics_envs", "POINTMAZE_OBS_KEYS"]
 
 POINTMAZE_OBS_KEYS: tuple[str, ...] = ("observation", "desired_goal")
 
 _registered = False
 
 
-def _register() -> None:
+def register_robotics_envs() -> None:
+    """Register gymnasium-robotics environments once, without the notice about Adroit envs it prints on import."""
     global _registered
     if not _registered:
-        import gymnasium_robotics
+        with contextlib.redirect_stderr(io.StringIO()):
+            import gymnasium_robotics
 
         gym.register_envs(gymnasium_robotics)
         _registered = True
+
+
+_register = register_robotics_envs
 
 
 def flatten_obs(obs: Any, keys: Sequence[str] | None) -> np.ndarray:

@@ -264,12 +264,9 @@ def _env_spec(info: DatasetInfo) -> Any:
     """A gymnasium EnvSpec for the dataset's env (with its kwargs), or None if the id is not registered."""
     if not info.env_id:
         return None
-    try:
-        import gymnasium_robotics
+    from privsynth.data.envs import register_robotics_envs
 
-        gym.register_envs(gymnasium_robotics)
-    except ImportError:  # pragma: no cover - gymnasium-robotics is a dependency
-        pass
+    register_robotics_envs()
     try:
         spec = gym.spec(info.env_id)
     except gym.error.Error:

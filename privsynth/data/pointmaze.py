@@ -88,9 +88,9 @@ class PointMazeConfig:
 
 
 def _register() -> None:
-    import gymnasium_robotics
+    from privsynth.data.envs import register_robotics_envs
 
-    gym.register_envs(gymnasium_robotics)
+    register_robotics_envs()
 
 
 def _base_map(maze: str) -> list[list[Any]]:

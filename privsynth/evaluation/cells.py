@@ -100,7 +100,6 @@ def pretrain_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
 @register_cell("synthesize")
 def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     """Fine-tune (DP unless ``epsilon`` is null) on the sensitive data, sample, save data, model and ledger."""
-    from privsynth.data.normalize import Normalizer
     from privsynth.synth import TransitionSynthesizer
 
     _check_synthesizer(params)
@@ -109,12 +108,12 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     sensitive = ctx.dataset(params["data"]["sensitive"])
     if ctx.upstream is not None:
         synth = TransitionSynthesizer.load(ctx.upstream_dir / "model.pt")
-        _apply(synth.config, {k: v for k, v in (params.get("config") or {}).items() if k != "preset"})
+        fixed = ("preset", "denoiser", "edm", "pretrain")  # set by the checkpoint; the rest may change per cell
+        _apply(synth.config, {k: v for k, v in (params.get("config") or {}).items() if k not in fixed})
         synth.config.seed = seed
     elif params.get("pretrain", "none") == "none":
         # no-pre-training ablation: fresh weights; the normaliser still comes from public data (never sensitive)
-        synth = TransitionSynthesizer(synth_config(params.get("config"), seed),
-                                      normalizer=Normalizer.fit_public(_public(params, ctx)))
+        synth = TransitionSynthesizer(synth_config(params.get("config"), seed)).fit_public_stats(_public(params, ctx))
     else:
         raise InvalidData(f"cell {ctx.cell_id} expected a pre-trained checkpoint but its pretrain cell is missing")
     synth.config.private = epsilon is not None
@@ -174,7 +173,7 @@ def mia_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     fine-tuning set), non-members ``data.holdout``; the public pre-trained checkpoint the target was fine-tuned from,
     when there is one, is the reference model. With a ``pretrain`` upstream it attacks a model that never saw the
     members (a control: any signal there is distribution shift between the two sets, not leakage)."""
-    from privsynth.evaluation.mia import LossAttack, ReferenceAttack, as_adapter, make_attack, run_audit
+    from privsynth.evaluation.mia import ReferenceAttack, as_adapter, make_attack, run_audit
     from privsynth.synth import TransitionSynthesizer
 
     if ctx.upstream is None:

@@ -9,22 +9,22 @@ trained on the synthetic data of the same synthesizer and ε).
 A cell is identified by a stable hash of its kind, params, the specs of the datasets it names and its upstream cell;
 its result is stored as ``<results>/<suite>/cells/<id>.json`` and a re-run skips every cell whose file exists, so a
 changed config re-runs only what it changes. Cells of one stage run in a process pool (``spawn``, one torch thread per
-process); failures are recorded next to the results and retried on the next run. After the stages, tables (pandas,
+process) or, with ``executor="ray"``, as Ray tasks reserving the stage's ``cpus`` (:mod:`privsynth.evaluation.executors`,
+docs/scale_out.md); failures are recorded next to the results and retried on the next run. After the stages, tables (pandas,
 mean ± std over the seeds, markdown + HTML + CSV) and plots (matplotlib Agg) are written under
 ``<results>/<suite>/``. See ``docs/benchmarks.md``.
 
-Written here rather than on a workflow engine (ray, snakemake, hydra sweeps): the grid is small, must run on two CPU
-cores without a daemon, and the cache-by-config-hash is a few lines.
+Written here rather than on a workflow engine (snakemake, hydra sweeps): the grid is small, must run on two CPU cores
+without a daemon, and the cache-by-config-hash is a few lines; for grids that outgrow one machine, Ray only schedules
+the cells (the planning, caching and tables stay here).
 """
 from __future__ import annotations
 
-import concurrent.futures as cf
 import hashlib
 import importlib
 import itertools
 import json
 import math
-import multiprocessing as mp
 import os
 import time
 import traceback
@@ -37,6 +37,7 @@ import yaml
 
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.errors import InvalidData, PrivsynthError
+from privsynth.evaluation.executors import init_worker
 
 __all__ = [
     "Suite", "Stage", "Cell", "CellContext", "register_cell", "resolve_kind", "load_suite", "run_suite",
@@ -159,6 +160,7 @@ class Stage:
     needs: dict[str, Any] | None = None  # {"stage": NAME, "match": [keys], "optional": bool}
     name: str = ""
     cases: list[dict[str, Any]] = field(default_factory=lambda: [{}])  # zipped settings, crossed with the grid
+    cpus: float = 1.0  # CPUs one cell needs (the Ray executor reserves them; not part of the cell id)
 
 
 @dataclass
@@ -171,6 +173,7 @@ class Suite:
     workers: int = 1
     results_dir: Path = Path("evaluation/results")
     description: str = ""
+    current: dict[str, list[dict[str, Any]]] | None = field(default=None, repr=False)  # records of the current plan
 
     @property
     def out(self) -> Path:
@@ -222,7 +225,8 @@ def load_suite(path: str | Path, results_dir: str | Path | None = None) -> Suite
         if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
             raise InvalidData(f"'cases' of stage '{s.get('name', s['kind'])}' must be a list of mappings")
         stages.append(Stage(kind=s["kind"], grid=grid, params=deep_merge(defaults, s.get("params") or {}),
-                            needs=s.get("needs"), name=s.get("name", s["kind"]), cases=cases))
+                            needs=s.get("needs"), name=s.get("name", s["kind"]), cases=cases,
+                            cpus=float(s.get("cpus", 1))))
     names = [s.name for s in stages]
     if len(set(names)) != len(names):
         raise InvalidData(f"stage names in suite '{path.name}' must be unique, got {names}")
@@ -366,12 +370,7 @@ def prepare_datasets(suite: Suite) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------- execution
-def _init_worker() -> None:
-    os.environ["OMP_NUM_THREADS"] = "1"
-    os.environ["MKL_NUM_THREADS"] = "1"
-    import torch
-
-    torch.set_num_threads(1)
+_init_worker = init_worker  # one torch thread per cell (kept under its old name: commands import it)
 
 
 def _json_default(obj: Any) -> Any:
@@ -444,9 +443,44 @@ def _plan_stage(suite: Suite, stage: Stage, finished: dict[str, list[dict[str, A
 
 
 def run_suite(suite: Suite, *, workers: int | None = None, only: Iterable[str] | None = None, dry_run: bool = False,
-              progress: bool = True, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run every unfinished cell stage by stage, then write tables and plots. Returns a summary dict."""
+              progress: bool = True, log: Callable[[str], None] = print, executor: str = "local",
+              address: str | None = None) -> dict[str, Any]:
+    """Run every unfinished cell stage by stage, then write tables and plots. Returns a summary dict.
+
+    ``executor="local"`` runs cells in a process pool of ``workers``; ``"ray"`` submits them as Ray tasks with the
+    stage's ``cpus`` (on the cluster at ``address``, else a local Ray instance); see
+    :mod:`privsynth.evaluation.executors`.
+    """
     workers = max(1, int(workers or suite.workers))
+    pool = _LazyExecutor(executor, workers, address)  # started on the first stage with work (Ray takes seconds)
+    try:
+        return _run_suite(suite, pool, only, dry_run, progress, log)
+    finally:
+        pool.close()
+
+
+class _LazyExecutor:
+    def __init__(self, name: str, workers: int, address: str | None) -> None:
+        from privsynth.evaluation.executors import EXECUTORS
+
+        if name not in EXECUTORS:
+            raise InvalidData(f"unknown executor '{name}': choose {' or '.join(EXECUTORS)}")
+        self.name, self.workers, self.address, self.executor = name, workers, address, None
+
+    def get(self):
+        from privsynth.evaluation.executors import make_executor
+
+        if self.executor is None:
+            self.executor = make_executor(self.name, workers=self.workers, address=self.address)
+        return self.executor
+
+    def close(self) -> None:
+        if self.executor is not None:
+            self.executor.close()
+
+
+def _run_suite(suite: Suite, pool: _LazyExecutor, only: Iterable[str] | None, dry_run: bool, progress: bool,
+               log: Callable[[str], None]) -> dict[str, Any]:
     only = set(only) if only else None
     cells_dir = _cells_dir(suite)
     cells_dir.mkdir(parents=True, exist_ok=True)
@@ -468,7 +502,8 @@ def run_suite(suite: Suite, *, workers: int | None = None, only: Iterable[str] |
             payloads = [{"id": c.id, "kind": c.kind, "stage": c.stage, "params": c.params, "upstream": c.upstream,
                          "upstream_record": by_id.get(c.upstream) if c.upstream else None,
                          "datasets": suite.datasets, "suite_dir": str(suite.out)} for c in todo]
-            for rec in _map(payloads, workers, progress, f"{suite.name}/{stage.name}"):
+            cpus = [stage.cpus] * len(payloads)
+            for rec in _map(payloads, pool.get(), cpus, progress, f"{suite.name}/{stage.name}"):
                 if rec["status"] == "done":
                     (cells_dir / f"{rec['id']}.failed.json").unlink(missing_ok=True)
                     _write_json(cells_dir / f"{rec['id']}.json", rec)
@@ -488,26 +523,20 @@ def run_suite(suite: Suite, *, workers: int | None = None, only: Iterable[str] |
                     _write_json(path, rec)
                 finished[stage.name].append(rec)
     if not dry_run:
+        suite.current = finished
         summary["tables"] = [str(p) for p in write_tables(suite)]
         summary["plots"] = [str(p) for p in write_plots(suite)]
     return summary
 
 
-def _map(payloads: list[dict[str, Any]], workers: int, progress: bool, desc: str):
+def _map(payloads: list[dict[str, Any]], executor, cpus: list[float], progress: bool, desc: str):
     from tqdm import tqdm
 
     bar = tqdm(total=len(payloads), desc=desc, disable=not progress, leave=False)
     try:
-        if workers == 1:
-            for p in payloads:
-                yield _execute(p)
-                bar.update()
-            return
-        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker) as ex:
-            futures = [ex.submit(_execute, p) for p in payloads]
-            for fut in cf.as_completed(futures):
-                yield fut.result()
-                bar.update()
+        for rec in executor.map(_execute, payloads, cpus):
+            yield rec
+            bar.update()
     finally:
         bar.close()
 
@@ -517,6 +546,12 @@ def _eps_label(v: Any) -> Any:
     if v is None or (isinstance(v, float) and math.isinf(v)):
         return "no DP"
     return v
+
+
+def _label(key: str, value: Any) -> str:
+    if key == "epsilon":
+        return "no DP" if _eps_label(value) == "no DP" else f"ε={value:g}"
+    return f"{key}={value}"
 
 
 def records_frame(records: list[dict[str, Any]]):
@@ -580,13 +615,31 @@ def summary_table(records: list[dict[str, Any]], rows: list[str], values: list[s
     return table
 
 
+def current_records(suite: Suite) -> dict[str, list[dict[str, Any]]]:
+    """Finished records of the cells the suite defines *now*, per stage (cells of older configs are left out)."""
+    cells_dir = _cells_dir(suite)
+    finished: dict[str, list[dict[str, Any]]] = {}
+    for stage in suite.stages:
+        cells, _ = _plan_stage(suite, stage, finished)
+        finished[stage.name] = [json.loads(p.read_text()) for c in cells if (p := cells_dir / f"{c.id}.json").exists()]
+    return finished
+
+
+def _current(suite: Suite, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    if suite.current is None:
+        suite.current = current_records(suite)
+    by_stage = suite.current
+    return [r for name, recs in by_stage.items() for r in recs
+            if (spec.get("stage") in (None, name)) and (spec.get("kind") in (None, r["kind"]))]
+
+
 def write_tables(suite: Suite) -> list[Path]:
     """Every table of the suite as markdown, HTML and the raw per-cell CSV."""
     out_dir = suite.out / "tables"
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for spec in suite.tables:
-        recs = collect_records(suite, kind=spec.get("kind"), stage=spec.get("stage"))
+        recs = _current(suite, spec)
         if not recs:
             continue
         table = summary_table(recs, list(spec.get("rows", [])), list(spec["values"]), spec.get("cols"),
@@ -613,7 +666,7 @@ def write_plots(suite: Suite) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for spec in suite.plots:
-        recs = collect_records(suite, kind=spec.get("kind"), stage=spec.get("stage"))
+        recs = _current(suite, spec)
         if not recs:
             continue
         path = out_dir / f"{spec['name']}.png"
@@ -627,7 +680,7 @@ def write_plots(suite: Suite) -> list[Path]:
             for r in recs:
                 audit = (r["result"] or {}).get("audit")
                 if audit:
-                    label = " ".join(f"{_eps_label(r['params'].get(k))}" for k in label_keys)
+                    label = " ".join(_label(k, r["params"].get(k)) for k in label_keys)
                     attacks = {a: v for a, v in audit["attacks"].items() if a in spec.get("attacks", audit["attacks"])}
                     runs[label] = {**audit, "attacks": attacks}
             if not runs:

@@ -16,6 +16,10 @@ by privacy unit, and a :class:`DPSGDConfig` in; trained weights (in place) and a
   (Σ clipped + N(0, σ²C²I)) / batch_size, then the user's optimizer step.
 * **Accounting.** Every step is recorded in an Opacus accountant; after training the spent ε is computed from that
   history with the chosen accountant and checked against the target.
+* **Several processes.** Under ``torchrun`` (``torch.distributed`` initialised, world > 1) the ranks share the Poisson
+  mask and the noise generator, each clips its round-robin share of the sampled units, the clipped sums are
+  all-reduced and the noise is added once (:mod:`privsynth.privacy.distributed`); q, σ, steps and the ledger event
+  are those of one process.
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ from torch import nn
 
 from privsynth.errors import InvalidData, PrivacyError
 from privsynth.privacy import accounting as acc
+from privsynth.privacy import distributed as dist_dp
 from privsynth.privacy.fastclip import BookKeepingClipper, supported
 from privsynth.privacy.ledger import UNITS, LedgerEvent
 
@@ -82,6 +87,7 @@ class DPTrainResult:
     batch_sizes: list[int] = field(default_factory=list)
     grad_sample_mode: str = "ghost"
     seconds: float = 0.0
+    world_size: int = 1  # processes that shared each step (torchrun); the accounting does not depend on it
 
     def summary(self) -> dict[str, Any]:
         d = asdict(self)
@@ -149,10 +155,16 @@ def dp_train(
         mode = "bk" if supported(loss_module) else "ghost"
 
     params = _trainable(loss_module)
+    group = dist_dp.current_group()
+    if group is not None:  # every rank must drive the shared mask and noise identically, from the same weights
+        checksum = float(sum(t.double().sum() for t in items if t.is_floating_point()))
+        dist_dp.check_agreement([cfg.seed, n_units, cfg.batch_size, steps, sigma, cfg.max_grad_norm, checksum],
+                                "the DP-SGD configuration or the data")
+        dist_dp.broadcast_parameters(params)
     make_optimizer = make_optimizer or (lambda ps: torch.optim.Adam(ps, lr=3e-4))
     optimizer = make_optimizer(params)
     gen = torch.Generator().manual_seed(cfg.seed)
-    engine = _Engine(loss_module, optimizer, mode, sigma, cfg.max_grad_norm, cfg.batch_size, gen)
+    engine = _Engine(loss_module, optimizer, mode, sigma, cfg.max_grad_norm, cfg.batch_size, gen, group)
 
     from opacus.accountants import RDPAccountant
 
@@ -163,7 +175,7 @@ def dp_train(
     loss_module.train()
     t0 = time.perf_counter()
     bar = None
-    if progress:
+    if progress and (group is None or group.rank == 0):
         from tqdm.auto import tqdm
 
         bar = tqdm(total=steps, desc=description, leave=False)
@@ -175,8 +187,13 @@ def dp_train(
         for step in range(steps):
             mask = torch.rand(n_units, generator=gen) < q
             idx = mask.nonzero().squeeze(1)
-            batch = tuple(t[idx] for t in items)
-            loss = engine.step(batch, len(idx))
+            if group is None:
+                batch = tuple(t[idx] for t in items)
+                loss = engine.step(batch, len(idx))
+            else:
+                local = dist_dp.shard(idx, group)
+                loss = engine.step(tuple(t[local] for t in items), len(local))
+                loss = _global_mean(loss, len(local))
             recorder.step(noise_multiplier=sigma, sample_rate=q)
             losses.append(loss)
             sizes.append(len(idx))
@@ -186,6 +203,8 @@ def dp_train(
                 bar.update(1)
                 if step % 50 == 0 and math.isfinite(loss):
                     bar.set_postfix(loss=f"{loss:.4f}")
+        if group is not None:
+            dist_dp.check_in_sync(params)
         finished = True
     finally:
         engine.close()
@@ -232,7 +251,15 @@ def dp_train(
         batch_sizes=sizes,
         grad_sample_mode=mode,
         seconds=seconds,
+        world_size=1 if group is None else group.world_size,
     )
+
+
+def _global_mean(local_mean: float, b: int) -> float:
+    """Mean loss over the whole Poisson batch from each rank's mean over its share (nan if the batch is empty)."""
+    t = torch.tensor([local_mean * b if b else 0.0, float(b)], dtype=torch.float64)
+    dist_dp.allreduce_sum_([t])
+    return float(t[0] / t[1]) if t[1] > 0 else math.nan
 
 
 class _Engine:
@@ -247,10 +274,12 @@ class _Engine:
         max_grad_norm: float,
         expected_batch: int,
         gen: torch.Generator,
+        group: dist_dp.Group | None = None,
     ) -> None:
         self.module, self.mode, self.sigma, self.clip = module, mode, sigma, max_grad_norm
         self.expected_batch = expected_batch
         self.gen = gen
+        self.group = group
         self.params = [p for p in module.parameters() if p.requires_grad]
         self.optimizer = optimizer
         if mode == "bk":
@@ -288,6 +317,14 @@ class _Engine:
                 )
         except (NotImplementedError, ValueError) as exc:
             raise PrivacyError(f"Opacus cannot train this module in {mode} mode: {str(exc).splitlines()[0]}") from None
+        if group is not None:  # sum the ranks' clipped sums between Opacus' clipping and its (shared) noise
+            dp_optimizer, add_noise = self.optimizer, self.optimizer.add_noise
+
+            def add_noise_to_global_sum() -> None:
+                dist_dp.allreduce_sum_([p.summed_grad for p in dp_optimizer.params])
+                add_noise()
+
+            dp_optimizer.add_noise = add_noise_to_global_sum
 
     def step(self, batch: tuple[torch.Tensor, ...], b: int) -> float:
         with warnings.catch_warnings():  # Opacus' full backward hooks warn when the inputs need no gradient
@@ -346,6 +383,9 @@ class _Engine:
         for p in self.params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
+        if self.group is not None:  # global clipped sum before the (shared, so single) noise draw
+            dist_dp.allreduce_sum_([p.grad for p in self.params])
+        for p in self.params:
             if std > 0:
                 noise = torch.randn(p.shape, generator=self.gen, dtype=p.dtype)  # the seeded CPU generator
                 p.grad = noise.to(p.device).mul_(std).add_(p.grad)

@@ -27,6 +27,7 @@ __all__ = ["LedgerEvent", "Ledger", "event_to_dict", "event_from_dict", "UNITS"]
 UNITS = {
     "transition": "add/remove one transition",
     "trajectory": "add/remove one trajectory (all of its transitions)",
+    "expert": "add/remove one expert (behaviour policy) with all of its trajectories",
 }
 
 

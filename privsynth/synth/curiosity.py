@@ -59,7 +59,7 @@ class RND(nn.Module):
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             self.opt.step()
-        return float(loss)
+        return float(loss.detach())
 
 
 def n_replaced(batch_size: int, rate: float) -> int:

@@ -108,13 +108,15 @@ class Policy(nn.Module):
     """A trained deterministic policy on raw observations: normaliser, then the agent's actor, then action clipping.
 
     ``policy(obs)`` takes raw (un-normalised) observations ``[B, obs_dim]`` as a tensor or array and returns actions.
+    When ``actor`` is a module (the learners' ``.actor``, whose ``forward`` is the deterministic action), its weights
+    and the normaliser's statistics are in ``policy.state_dict()``.
     """
 
     def __init__(self, actor: Callable[[torch.Tensor], torch.Tensor], normalizer: Normalizer,
                  action_low: np.ndarray, action_high: np.ndarray) -> None:
         super().__init__()
         self.normalizer = normalizer
-        self.actor = actor  # the agent's deterministic ``act`` (a bound method or module)
+        self.actor = actor  # deterministic: a learner's ``.actor`` module or any callable
         self.register_buffer("low", torch.as_tensor(np.asarray(action_low, dtype=np.float32)))
         self.register_buffer("high", torch.as_tensor(np.asarray(action_high, dtype=np.float32)))
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-import torch
 
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.errors import InvalidData
@@ -184,7 +183,7 @@ def train_agent(
     max_action = float(np.max(np.abs(np.concatenate([evaluator.action_low, evaluator.action_high]))))
     learner = make_agent(agent, train_data.obs_dim, train_data.act_dim, max_action=max_action, config=cfg,
                          num_updates=n_updates)
-    policy = Policy(learner.act, normalizer, evaluator.action_low, evaluator.action_high)
+    policy = Policy(learner.actor, normalizer, evaluator.action_low, evaluator.action_high)  # deterministic forward
 
     curve: list[tuple[int, float]] = []
     eval_returns: list[list[float]] = []

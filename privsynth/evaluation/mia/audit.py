@@ -93,12 +93,16 @@ def plot_roc(audit: dict[str, Any] | dict[str, dict[str, Any]], path: str, title
 
     runs = {"": audit} if "attacks" in audit else audit
     fig, ax = plt.subplots(figsize=(4.8, 4.2))
-    for label, res in runs.items():
+    names = sorted({n for res in runs.values() for n in res["attacks"]})
+    colours = {n: f"C{i % 10}" for i, n in enumerate(names)}  # colour = attack, line style = run
+    styles = ["-", "--", ":", "-."]
+    for k, (label, res) in enumerate(runs.items()):
         for name, att in res["attacks"].items():
             fpr, tpr = np.asarray(att["roc"]["fpr"]), np.asarray(att["roc"]["tpr"])
             keep = fpr > 0
             tag = f"{label} {name}".strip()
-            ax.step(fpr[keep], np.maximum(tpr[keep], 1e-4), where="post", label=f"{tag} (AUC {att['auc']:.2f})")
+            ax.step(fpr[keep], np.maximum(tpr[keep], 1e-4), where="post", color=colours[name],
+                    linestyle=styles[k % len(styles)], label=f"{tag} (AUC {att['auc']:.2f})")
     grid = np.logspace(-4, 0, 50)
     ax.plot(grid, grid, "k--", lw=0.8, label="chance")
     ax.set(xscale="log", yscale="log", xlim=(1e-3, 1), ylim=(1e-3, 1.02), xlabel="FPR", ylabel="TPR (members)")

@@ -1,0 +1,129 @@
+"""``privsynth expert constants|release|train``: expert-level DP offline RL (see docs/expert_svt.md)."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "expert",
+        help="expert-level DP: SVT stable-prefix release and selective / expert-level DP-SGD (CartPole, Acrobot)",
+        description="Expert-level differential privacy for offline RL (Sharma, Vinod et al., TMLR 2025): the private "
+        "unit is an expert policy with all its trajectories.",
+    )
+    sub = p.add_subparsers(dest="expert_cmd", required=True)
+
+    c = sub.add_parser("constants", help="Algorithm 2's constants and diagnostics for (eps1, delta1, T, L, p_min)")
+    c.add_argument("--eps1", type=float, required=True)
+    c.add_argument("--delta1", type=float, required=True)
+    c.add_argument("-T", "--rounds", type=int, default=25, help="trajectories traversed (default: %(default)s)")
+    c.add_argument("-L", "--max-len", type=int, default=200, help="longest trajectory (default: %(default)s)")
+    c.add_argument("--p-min", type=float, default=0.02)
+    c.add_argument("--m", type=int, default=3000, help="number of experts (for the max-consensus diagnostic)")
+    c.add_argument("--n-actions", type=int, default=3)
+    c.set_defaults(func=run_constants)
+
+    for name, helptext in (("release", "build an expert pool and run the stable-prefix release (Alg. 2)"),
+                           ("train", "release + train (stable_only | selective | dpsgd | nonprivate) and evaluate")):
+        s = sub.add_parser(name, help=helptext)
+        s.add_argument("--env", choices=["acrobot", "cartpole"], default="acrobot")
+        s.add_argument("--epsilon", type=float, default=10.0, help="total ε (default: %(default)s)")
+        s.add_argument("--delta", type=float, default=None, help="total δ (default: 1/m)")
+        s.add_argument("--split", choices=["paper", "split", "stable", "dpsgd"], default="paper",
+                       help="ε/δ split between release and DP-SGD (default: the paper's rule)")
+        s.add_argument("-T", "--rounds", type=int, default=25)
+        s.add_argument("--per-factor", type=int, default=10, help="variants per physics factor (10 → 1000 variants)")
+        s.add_argument("--n-traj", type=int, default=2, help="trajectories per expert (paper: 20)")
+        s.add_argument("--seed", type=int, default=0)
+        s.add_argument("--out", default=None, help="folder for the result JSON and ledger")
+        if name == "train":
+            s.add_argument("--method", choices=["stable_only", "selective", "dpsgd", "nonprivate"], default="selective")
+            s.add_argument("--algo", choices=["cql", "bcq"], default="cql")
+            s.add_argument("--p", type=float, default=0.8, help="noisy-step probability for selective")
+            s.add_argument("--steps", type=int, default=1000)
+            s.add_argument("--batch-size", type=int, default=128)
+            s.add_argument("--lr", type=float, default=1e-3)
+            s.add_argument("--accountant", choices=["rdp", "pld", "prv"], default="rdp")
+            s.add_argument("--quiet", action="store_true")
+        s.set_defaults(func=run_release if name == "release" else run_train)
+
+
+def run_constants(args: argparse.Namespace) -> int:
+    from privsynth.methods.expert_svt import svt_constants
+
+    c = svt_constants(args.eps1, args.delta1, args.rounds, args.max_len, args.p_min)
+    out = c.to_dict()
+    out["max_count"] = args.m * (1 - (args.n_actions - 1) * args.p_min)
+    out["max_consensus_prefix"] = c.max_consensus_length(args.m, args.n_actions)
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+def _release(args):
+    from privsynth.methods.expert_envs import ExpertPoolConfig, make_expert_pool
+    from privsynth.methods.expert_svt import DataReleaseConfig, budget_split, data_release
+
+    experts, data = make_expert_pool(ExpertPoolConfig(env=args.env, per_factor=args.per_factor,
+                                                      n_traj_per_expert=args.n_traj, init_sd=0.2, seed=args.seed))
+    delta = args.delta if args.delta is not None else 1.0 / data.n_experts
+    split = "dpsgd" if getattr(args, "method", None) == "dpsgd" else args.split
+    if getattr(args, "method", None) == "stable_only":
+        split = "stable"
+    e1, d1, e2, d2 = budget_split(args.env, args.epsilon, delta, split)
+    rel = data_release(data, experts, DataReleaseConfig(e1, d1, args.rounds, seed=args.seed), keep_trace=False)
+    return experts, data, rel, (e1, d1, e2, d2)
+
+
+def _write(args, summary: dict, ledger=None) -> None:
+    print(json.dumps(summary, indent=2))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "result.json").write_text(json.dumps(summary, indent=2))
+        if ledger is not None:
+            (out / "ledger.json").write_text(ledger.to_json())
+
+
+def run_release(args: argparse.Namespace) -> int:
+    _, data, rel, (e1, d1, e2, d2) = _release(args)
+    summary = dict(env=args.env, experts=data.n_experts, transitions=len(data), eps1=e1, delta1=d1,
+                   stable_transitions=rel.n_stable, prefix_lengths=[r["k"] for r in rel.rounds],
+                   constants=rel.const.to_dict() if rel.const else None)
+    _write(args, summary)
+    if args.out and rel.n_stable:
+        import numpy as np
+
+        s = data.take(rel.stable_idx)
+        s.pop("expert")  # D_stable is the public release; expert ids stay private
+        np.savez_compressed(Path(args.out) / "d_stable.npz", **s)
+    return 0
+
+
+def run_train(args: argparse.Namespace) -> int:
+    import numpy as np
+    import torch
+
+    from privsynth.methods.discrete_learners import LearnerConfig
+    from privsynth.methods.expert_dpsgd import SelectiveConfig, selective_dpsgd
+    from privsynth.methods.expert_envs import evaluate_policy, get_spec
+    from privsynth.methods.expert_svt import ReleaseResult
+
+    torch.set_num_threads(1)
+    _, data, rel, (e1, d1, e2, d2) = _release(args)
+    p = {"stable_only": 0.0, "dpsgd": 1.0, "nonprivate": 0.0}.get(args.method, args.p)
+    if args.method == "nonprivate":
+        rel = ReleaseResult(None, np.arange(len(data)), np.zeros(0, np.int64))
+    cfg = SelectiveConfig(steps=args.steps, batch_size=args.batch_size, p=p, eps2=e2, delta2=d2,
+                          accountant=args.accountant, seed=args.seed)
+    res = selective_dpsgd(data, rel, LearnerConfig(algo=args.algo, lr=args.lr), cfg,
+                          n_actions=get_spec(args.env).n_actions, progress=not args.quiet)
+    rets = evaluate_policy(args.env, lambda o: res.model.act(torch.as_tensor(o)).numpy(), 10, seed=10_000 + args.seed)
+    summary = dict(env=args.env, method=args.method, algo=args.algo, epsilon=args.epsilon, eps1=e1, eps2=e2,
+                   stable_transitions=len(rel.stable_idx), noisy_steps=res.noisy_steps, stable_steps=res.stable_steps,
+                   noise_multiplier=res.noise_multiplier, eps2_strict=res.eps2_strict, eps2_paper=res.eps2_paper,
+                   ledger_epsilon=res.ledger.epsilon() if len(res.ledger) else 0.0, ledger_delta=res.ledger.delta,
+                   return_mean=float(rets.mean()), return_std=float(rets.std()), seconds=round(res.seconds, 1))
+    _write(args, summary, res.ledger if len(res.ledger) else None)
+    return 0

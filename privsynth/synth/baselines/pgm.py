@@ -1,0 +1,303 @@
+"""PGM baseline: marginal-based synthesis with Private-PGM (McKenna et al. 2019) on discretised transitions.
+
+PrivORL appendix E runs SynMeter's PGM with 10 bins, 50 two-way and 10 three-way marginals and up to 4,000
+estimation iterations. Two ways of choosing the marginals are offered (``selection``):
+
+* ``"mst"`` (default): the MST mechanism (McKenna, Miklau & Sheldon 2021), the PGM variant SynMeter ships and the one
+  PrivORL's baseline folder runs. ρ/3 measures the one-way marginals (here: the fine histograms that also set the
+  bins, :mod:`.discretize`), ρ/3 picks a maximum spanning tree of two-way marginals with D−1 exponential mechanisms
+  scored by the L1 gap between the data's pair table and the independent model, ρ/3 measures the D−1 tree marginals.
+* ``"appendix_e"``: the appendix's counts, 50 two-way and 10 three-way marginals drawn at random (data-independent,
+  so free), kept only while the junction tree stays under ``max_model_mb`` (with 16 columns of 10 bins, 50 random
+  pairs alone would make cliques of 10^10 cells; the cap is what makes it run at all). ρ/3 one-way, 2ρ/3 measurement.
+
+The estimation and sampling of the graphical model use the maintained ``mbi`` package (private-pgm, JAX), installed
+by the ``privsynth[pgm]`` extra and imported lazily. All measurements are Gaussian, so the native analysis is zCDP;
+the ledger records each measurement and the selection as Gaussian / zCDP events and reproduces the same ε.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from privsynth.data.dataset import OfflineDataset
+from privsynth.errors import InvalidData, PrivsynthError
+from privsynth.privacy.ledger import LedgerEvent
+from privsynth.synth.baselines.common import (
+    BaselineSynthesizer,
+    as_list,
+    check_budget_args,
+    public_matrix,
+    write_json_atomic,
+)
+from privsynth.synth.baselines.discretize import (
+    Discretizer,
+    column_names,
+    exponential_mechanism,
+    gaussian_sigma_for_rho,
+    marginal_counts,
+    measure_counts,
+    zcdp_rho_for,
+)
+
+__all__ = ["PGMConfig", "PGMSynthesizer", "require_mbi"]
+
+
+def require_mbi() -> Any:
+    """Import ``mbi`` (with JAX in float64, as its authors advise) or say how to install it."""
+    try:
+        import warnings
+
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+        with warnings.catch_warnings():  # mbi warns at import about JAX settings that do not apply here
+            warnings.simplefilter("ignore")
+            import mbi
+    except ImportError:
+        raise PrivsynthError(
+            "the PGM baseline needs the private-pgm package: pip install 'privsynth[pgm]' (installs mbi and jax)"
+        ) from None
+    return mbi
+
+
+@dataclass
+class PGMConfig:
+    bins: int = 10  # coarse bins per continuous column (PrivORL appendix E)
+    fine_bins: int = 64  # public equal-width grid measured once to place the coarse bins
+    selection: str = "mst"  # "mst" or "appendix_e"
+    two_way: int = 50  # appendix_e: random two-way marginals (appendix E)
+    three_way: int = 10  # appendix_e: random three-way marginals (appendix E)
+    max_model_mb: float = 64.0  # appendix_e: junction-tree size cap (mbi.junction_tree.hypothetical_model_size)
+    iters: int = 4000  # Private-PGM mirror-descent iterations (appendix E: maximum 4,000)
+    one_way_share: float = 1 / 3  # share of ρ for the one-way histograms (MST)
+    select_share: float = 1 / 3  # share of ρ for the MST selection (given to measurement under appendix_e)
+    max_categories: int = 4  # columns with at most this many public values are categorical
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.selection not in ("mst", "appendix_e"):
+            raise InvalidData(f"unknown PGM selection '{self.selection}': choose mst or appendix_e")
+        if self.bins < 2 or self.fine_bins < self.bins:
+            raise InvalidData("PGM needs bins >= 2 and fine_bins >= bins")
+        if not (0 < self.one_way_share < 1 and 0 <= self.select_share < 1 and self.one_way_share + self.select_share < 1):
+            raise InvalidData("PGM budget shares must be positive and leave some budget for measurement")
+
+
+class PGMSynthesizer(BaselineSynthesizer):
+    """``PGMSynthesizer().pretrain(public).finetune(sensitive, 10, 1e-5).sample(n)``."""
+
+    name = "pgm"
+    native_accounting = "zcdp"
+    mechanism = "MST / Private-PGM: Gaussian marginal measurements + graphical-model estimation (mbi)"
+
+    def __init__(self, config: PGMConfig | None = None) -> None:
+        super().__init__(config or PGMConfig())
+        self.discretizer: Discretizer | None = None
+        self.measurements: list[dict[str, Any]] = []  # {"clique": [col idx], "y": noisy counts, "stddev": float}
+        self._model: Any = None
+
+    # ------------------------------------------------------------------------------------------------ fit
+    def pretrain(self, public: OfflineDataset | Sequence[OfflineDataset], **kwargs: Any) -> "PGMSynthesizer":
+        """Public data sets the discretisation grid (bounds and categorical supports). No privacy cost."""
+        pubs = as_list(public)
+        rows = public_matrix(pubs)
+        self._set_dims(pubs[0])
+        self.discretizer = Discretizer.from_public(
+            rows,
+            fine_bins=self.config.fine_bins,
+            max_categories=self.config.max_categories,
+            names=column_names(pubs[0].obs_dim, pubs[0].act_dim),
+        )
+        self.public_data += [p.info.name for p in pubs]
+        return self
+
+    def finetune(
+        self, sensitive: OfflineDataset, epsilon: float, delta: float, unit: str = "transition", **kwargs: Any
+    ) -> "PGMSynthesizer":
+        """Measure the chosen marginals of the sensitive transitions with (ε, δ)-DP and fit the graphical model."""
+        check_budget_args(sensitive, epsilon, delta, unit)
+        if self.discretizer is None:
+            raise InvalidData("PGM needs public data for its bins: call pretrain(public) first")
+        self._set_dims(sensitive)
+        mbi = require_mbi()
+        cfg = self.config
+        t0 = time.perf_counter()
+        rng = np.random.default_rng(cfg.seed)
+        ledger = self._start_ledger(delta, unit)
+        self._set_template(sensitive)
+        rows = sensitive.transition_matrix()
+        rho = zcdp_rho_for(epsilon, delta)
+        rho_one = cfg.one_way_share * rho
+        rho_sel = cfg.select_share * rho if cfg.selection == "mst" else 0.0
+        rho_meas = rho - rho_one - rho_sel
+
+        disc = self.discretizer
+        ledger.append(disc.fit_dp_sensitive(rows, rho=rho_one, coarse_bins=cfg.bins, rng=rng))
+        codes = disc.encode(rows)
+        sizes = disc.sizes
+        d = disc.dim
+        sigma_one = gaussian_sigma_for_rho(rho_one, d)
+        self.measurements = []
+        for j in range(d):
+            merged = np.bincount(disc.groups[j], minlength=sizes[j]).mean()
+            self.measurements.append(
+                {"clique": [j], "y": disc.coarse_one_way(j).tolist(), "stddev": float(sigma_one * np.sqrt(merged))}
+            )
+
+        if cfg.selection == "mst":
+            cliques = self._select_mst(codes, sizes, rho_sel, rng)
+            ledger.append(
+                LedgerEvent.zcdp(
+                    "MST selection (exponential mechanism per tree edge)",
+                    rho=rho_sel,
+                    unit="transition",
+                    rounds=d - 1,
+                    epsilon_per_round=float(np.sqrt(8 * rho_sel / max(d - 1, 1))),
+                    score_sensitivity=1.0,
+                )
+            )
+        else:
+            cliques = self._select_random(sizes, rng, mbi)
+        if cliques:
+            sigma = gaussian_sigma_for_rho(rho_meas, len(cliques))
+            for cl in cliques:
+                y = measure_counts(marginal_counts(codes, cl, sizes), sigma, rng).ravel()
+                self.measurements.append({"clique": list(cl), "y": y.tolist(), "stddev": float(sigma)})
+            ledger.append(
+                LedgerEvent.gaussian(
+                    f"{len(cliques)} marginal measurements ({cfg.selection})",
+                    sigma=sigma,
+                    sensitivity=1.0,
+                    count=len(cliques),
+                    unit="transition",
+                    rho=float(rho_meas),
+                    cliques=[[disc.names[c] for c in cl] for cl in cliques],
+                )
+            )
+        t_meas = time.perf_counter() - t0
+        self._estimate()
+        self.history.append(
+            {
+                "phase": "finetune",
+                "epsilon_target": float(epsilon),
+                "delta": float(delta),
+                "rho": float(rho),
+                "selection": cfg.selection,
+                "n_cliques": len(cliques),
+                "measure_seconds": t_meas,
+                "estimate_seconds": time.perf_counter() - t0 - t_meas,
+            }
+        )
+        return self
+
+    def _select_mst(self, codes: np.ndarray, sizes: list[int], rho_sel: float, rng: np.random.Generator) -> list[tuple[int, ...]]:
+        """Kruskal's algorithm where each edge is an exponential-mechanism draw (MST, McKenna et al. 2021)."""
+        disc = self.discretizer
+        d = disc.dim
+        if d < 2:
+            return []
+        n = codes.shape[0]
+        ones = [np.maximum(disc.coarse_one_way(j), 0.0) for j in range(d)]
+        ones = [o / o.sum() if o.sum() > 0 else np.full(len(o), 1 / len(o)) for o in ones]
+        pairs = list(itertools.combinations(range(d), 2))
+        score = {}
+        for i, j in pairs:  # L1 gap to the independent model; sensitivity 1 under add/remove
+            exact = marginal_counts(codes, (i, j), sizes)
+            score[(i, j)] = float(np.abs(exact - n * np.outer(ones[i], ones[j])).sum())
+        eps_round = np.sqrt(8 * rho_sel / (d - 1))
+        comp = list(range(d))
+
+        def find(a: int) -> int:
+            while comp[a] != a:
+                comp[a] = comp[comp[a]]
+                a = comp[a]
+            return a
+
+        chosen = []
+        for _ in range(d - 1):
+            cand = [p for p in pairs if find(p[0]) != find(p[1])]
+            k = exponential_mechanism(np.array([score[p] for p in cand]), eps_round, 1.0, rng)
+            i, j = cand[k]
+            comp[find(i)] = find(j)
+            chosen.append((i, j))
+        return chosen
+
+    def _select_random(self, sizes: list[int], rng: np.random.Generator, mbi: Any) -> list[tuple[int, ...]]:
+        """Appendix E's random two- and three-way marginals, kept while the junction tree fits ``max_model_mb``."""
+        from mbi.junction_tree import hypothetical_model_size
+
+        cfg = self.config
+        d = len(sizes)
+        names = [f"c{j}" for j in range(d)]
+        domain = mbi.Domain(names, sizes)
+        pairs = list(itertools.combinations(range(d), 2))
+        triples = list(itertools.combinations(range(d), 3))
+        picks = [pairs[i] for i in rng.permutation(len(pairs))[: cfg.two_way]]
+        picks += [triples[i] for i in rng.permutation(len(triples))[: cfg.three_way]]
+        chosen: list[tuple[int, ...]] = []
+        for cl in picks:
+            trial = chosen + [cl]
+            if hypothetical_model_size(domain, [tuple(names[c] for c in t) for t in trial]) <= cfg.max_model_mb:
+                chosen.append(cl)
+        return chosen
+
+    def _estimate(self) -> None:
+        mbi = require_mbi()
+        disc = self.discretizer
+        names = [f"c{j}" for j in range(disc.dim)]
+        domain = mbi.Domain(names, disc.sizes)
+        meas = [
+            mbi.LinearMeasurement(np.asarray(m["y"], dtype=np.float64), tuple(names[c] for c in m["clique"]), stddev=m["stddev"])
+            for m in self.measurements
+        ]
+        self._model = mbi.estimation.MirrorDescent().estimate(domain, meas, iters=self.config.iters)
+
+    # --------------------------------------------------------------------------------------------- sample
+    def sample(self, n: int, *, seed: int | None = None, name: str | None = None, **kwargs: Any) -> OfflineDataset:
+        """``n`` synthetic transitions drawn from the graphical model and decoded to continuous values."""
+        if n < 1:
+            raise InvalidData(f"number of samples must be positive, got {n}")
+        if self._ledger is None or self.discretizer is None:
+            raise InvalidData("PGM has not been fitted on sensitive data yet")
+        if self._model is None:
+            self._estimate()
+        seed = self.config.seed if seed is None else seed
+        state = np.random.get_state()
+        np.random.seed(seed)  # mbi draws from the global numpy generator
+        try:
+            syn = self._model.synthetic_data(int(n), method="sample")
+        finally:
+            np.random.set_state(state)
+        d = self.discretizer.dim
+        codes = np.stack([np.asarray(syn.data[f"c{j}"], dtype=np.int64) for j in range(d)], 1)
+        rows = self.discretizer.decode(codes, np.random.default_rng(seed + 1))
+        return self._to_dataset(rows, name, {"requested": int(n), "seed": seed})
+
+    # ----------------------------------------------------------------------------------------- save/load
+    def save(self, path: str | Path) -> Path:
+        """One JSON file: config, bins, noisy measurements (all DP outputs) and ledger. The model is re-estimated."""
+        path = Path(path)
+        state = self._base_state()
+        state["discretizer"] = self.discretizer.to_dict() if self.discretizer else None
+        state["measurements"] = self.measurements
+        write_json_atomic(path, state)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "PGMSynthesizer":
+        import json
+
+        state = json.loads(Path(path).read_text())
+        if state.get("synthesizer") != cls.name:
+            raise InvalidData(f"{path} is not a {cls.name} checkpoint")
+        synth = cls(PGMConfig(**state["config"]))
+        synth._restore_base(state)
+        synth.discretizer = Discretizer.from_dict(state["discretizer"]) if state.get("discretizer") else None
+        synth.measurements = state.get("measurements", [])
+        return synth

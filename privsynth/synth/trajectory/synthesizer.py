@@ -1,0 +1,476 @@
+"""PrivORL-j: trajectory-level DP synthesis with a conditional fragment model (PrivORL section VI, Algorithm 2).
+
+Pipeline: curiosity-driven pre-training on public fragments -> DP fine-tuning on the sensitive trajectories with the
+trajectory as the privacy unit -> fragment-by-fragment generation stitched into whole trajectories, un-normalised,
+with the privacy card attached. ``backbone`` picks the fragment model: ``transformer`` (PrivORL-j), ``unet``
+(PrivORL-j-U ablation) or ``dp-transformer`` (the autoregressive DP-Transformer baseline); everything else is shared.
+
+Model rows. A row is ``state | action | reward | next state | terminal | end`` (the transition matrix plus an
+end-of-trajectory flag, 1 on each trajectory's last transition), so generation can stop trajectories that end by a
+timeout (PointMaze ends an episode at the goal, with no terminal). The first 2o+a+1 columns are z-scored by a
+:class:`~privsynth.data.normalize.Normalizer` fitted on **public** data (never refitted on sensitive data); the two
+flags stay in {0, 1}. A fragment's condition is its linking transition in model space plus a has-link flag.
+
+The privacy unit (DESIGN invariant 2). One DP-SGD item is one whole trajectory: all its fragments, padded to the
+largest fragment count ([N_traj, F_max, H, D] with masks). Per step, Poisson sampling draws trajectories with
+q = B / N_traj; inside the loss, each drawn trajectory contributes the **sum** of the losses of K of its fragments
+picked at random (all of them when it has ≤ K). That sum depends on that trajectory alone, so its gradient is clipped
+once to C however many fragments it has; fixing K bounds the cost of long trajectories without duplicating anything
+(PrivORL-J duplicated every trajectory 25x and had no accountant). σ is calibrated by the accountant and the spent ε
+goes to the ledger.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from privsynth.data.dataset import DatasetInfo, OfflineDataset
+from privsynth.data.normalize import Normalizer, refuse_sensitive
+from privsynth.errors import InvalidData, PrivacyError, SpaceMismatch
+from privsynth.synth.checkpoint import atomic_torch_save, read_checkpoint
+from privsynth.synth.base import Synthesizer, Unit
+from privsynth.synth.curiosity import RND, CuriosityMixer
+from privsynth.synth.ema import EMA
+from privsynth.synth.trajectory.config import (
+    TrajSynthConfig,
+    cpu_config,
+    traj_config_from_dict,
+    traj_config_to_dict,
+)
+from privsynth.synth.trajectory.diffusion import FragmentEDM
+from privsynth.synth.trajectory.dp_transformer import ARTransformer
+from privsynth.synth.trajectory.stitching import StitchResult, stitch
+from privsynth.synth.trajectory.transformer import DiffusionTransformer
+from privsynth.synth.trajectory.unet import TemporalUNet
+
+__all__ = ["TrajectorySynthesizer", "TrajectoryLoss", "FragmentItems", "FORMAT", "NAMES"]
+
+FORMAT = "privsynth.trajectory-synth/1"
+NAMES = {"transformer": "privorl-j", "unet": "privorl-j-u", "dp-transformer": "dp-transformer"}
+
+
+@dataclasses.dataclass
+class FragmentItems:
+    """Fragments of a dataset in model space: data [F, H, D], cond [F, D + 1], mask [F, H], episode [F]."""
+
+    data: torch.Tensor
+    cond: torch.Tensor
+    mask: torch.Tensor
+    episode: torch.Tensor
+
+    def per_trajectory(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One item per trajectory, padded: ([N, F_max, H, D], [N, F_max, D + 1], [N, F_max, H])."""
+        ep = self.episode.numpy()
+        n = int(ep.max()) + 1
+        counts = np.bincount(ep, minlength=n)
+        fmax = int(counts.max())
+        f, h, d = self.data.shape
+        data = torch.zeros(n, fmax, h, d)
+        cond = torch.zeros(n, fmax, d + 1)
+        mask = torch.zeros(n, fmax, h, dtype=torch.bool)
+        slot = np.zeros(f, dtype=np.int64)
+        seen = np.zeros(n, dtype=np.int64)
+        for j, e in enumerate(ep):
+            slot[j] = seen[e]
+            seen[e] += 1
+        idx_e, idx_s = torch.as_tensor(ep), torch.as_tensor(slot)
+        data[idx_e, idx_s] = self.data
+        cond[idx_e, idx_s] = self.cond
+        mask[idx_e, idx_s] = self.mask
+        return data, cond, mask
+
+
+class TrajectoryLoss(nn.Module):
+    """Per-trajectory loss [B] for DP-SGD: the sum of the losses of up to K random valid fragments of each trajectory.
+
+    ``forward(data [B, F, H, D], cond [B, F, D + 1], mask [B, F, H])``. The fragment model sees [B, K, H, D] (leading
+    batch dims kept), so Opacus and the book-keeping clipper both see one privacy unit per row of dim 0.
+    """
+
+    def __init__(self, model: nn.Module, fragments_per_trajectory: int) -> None:
+        super().__init__()
+        self.model = model
+        self.k = max(int(fragments_per_trajectory), 1)
+
+    def forward(self, data: torch.Tensor, cond: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        b, f, h, d = data.shape
+        k = min(self.k, f)
+        valid = mask.any(-1)  # [B, F] fragments that exist
+        keys = torch.rand(b, f).masked_fill(~valid, -1.0)
+        idx = keys.topk(k, dim=1).indices  # random valid fragments first, padding last
+        sel_valid = valid.gather(1, idx).to(data.dtype)
+        x = data.gather(1, idx[:, :, None, None].expand(b, k, h, d))
+        c = cond.gather(1, idx[:, :, None].expand(b, k, d + 1))
+        m = mask.gather(1, idx[:, :, None].expand(b, k, h))
+        per_fragment = self.model.random_loss(x, c, m)  # [B, K]
+        return (per_fragment * sel_valid).sum(1)
+
+
+class TrajectorySynthesizer(Synthesizer):
+    """``TrajectorySynthesizer(cpu_config()).pretrain(public).finetune(sensitive, 10, 1e-5, "trajectory").sample(n)``.
+
+    ``sample(n)`` returns ``n`` stitched trajectories (not transitions).
+    """
+
+    def __init__(self, config: TrajSynthConfig | None = None, *, normalizer: Normalizer | None = None) -> None:
+        self.config = config or cpu_config()
+        if self.config.backbone not in NAMES:
+            raise InvalidData(f"unknown backbone '{self.config.backbone}': choose {', '.join(NAMES)}")
+        self.name = NAMES[self.config.backbone]
+        self.normalizer = normalizer
+        self.model: nn.Module | None = None
+        self.ema: EMA | None = None
+        self.obs_dim: int | None = None
+        self.act_dim: int | None = None
+        self.template: DatasetInfo | None = None
+        self._ledger: Any = None
+        self.public_data: list[str] = []
+        self.history: list[dict[str, Any]] = []
+        self.last_sample_stats: dict[str, Any] = {}
+
+    # ----------------------------------------------------------------------------------------------- layout
+    @property
+    def data_dim(self) -> int:
+        if self.obs_dim is None or self.act_dim is None:
+            raise InvalidData("the synthesizer has not seen any data yet: pre-train it or load a checkpoint")
+        return 2 * self.obs_dim + self.act_dim + 3
+
+    def _build(self, obs_dim: int, act_dim: int, template: DatasetInfo) -> None:
+        self.obs_dim, self.act_dim = obs_dim, act_dim
+        self.template = dataclasses.replace(template, sensitive=False, privacy_card=None, extra={}, name="template")
+        cfg = self.config
+        torch.manual_seed(cfg.seed)
+        if cfg.backbone == "transformer":
+            self.model = FragmentEDM(DiffusionTransformer(obs_dim, act_dim, cfg.horizon, cfg.transformer), cfg.edm)
+        elif cfg.backbone == "unet":
+            self.model = FragmentEDM(TemporalUNet(self.data_dim, cfg.horizon, cfg.unet), cfg.edm)
+        else:
+            self.model = ARTransformer(obs_dim, act_dim, cfg.horizon, cfg.ar)
+        t = cfg.pretrain
+        self.ema = EMA(self.model, decay=t.ema_decay, every=t.ema_every, warmup=t.ema_warmup)
+        if self.normalizer is not None and self.normalizer.dim != self.data_dim - 1:
+            raise SpaceMismatch(f"normaliser has {self.normalizer.dim} columns but transitions have {self.data_dim - 1}")
+
+    def _check(self, ds: OfflineDataset) -> None:
+        if self.model is None:
+            self._build(ds.obs_dim, ds.act_dim, ds.info)
+        if (ds.obs_dim, ds.act_dim) != (self.obs_dim, self.act_dim):
+            raise SpaceMismatch(
+                f"dataset '{ds.info.name}' has obs/action dims {ds.obs_dim}/{ds.act_dim} but the synthesizer was "
+                f"built for {self.obs_dim}/{self.act_dim}"
+            )
+
+    def n_parameters(self) -> int:
+        return sum(p.numel() for p in self.model.parameters()) if self.model is not None else 0
+
+    @property
+    def released(self) -> nn.Module:
+        """The EMA model: what is sampled, released and attacked."""
+        if self.ema is None:
+            raise InvalidData("the synthesizer has no weights yet: pre-train, fine-tune or load it first")
+        return self.ema.shadow
+
+    def model_rows(self, ds: OfflineDataset) -> np.ndarray:
+        """[N, D] model-space rows of ``ds``: normalised transition matrix plus the end-of-trajectory flag."""
+        assert self.normalizer is not None
+        rows = self.normalizer.normalize(ds.transition_matrix())
+        end = np.zeros((len(rows), 1), dtype=np.float32)
+        end[np.cumsum(ds.episode_lengths()) - 1] = 1.0
+        return np.concatenate([rows, end], axis=1)
+
+    def to_raw(self, x: np.ndarray) -> np.ndarray:
+        """Model space -> raw units (un-normalise all but the end flag)."""
+        assert self.normalizer is not None
+        out = x.copy()
+        out[..., :-1] = self.normalizer.unnormalize(x[..., :-1].reshape(-1, x.shape[-1] - 1)).reshape(out[..., :-1].shape)
+        return out
+
+    def fragment_items(self, ds: OfflineDataset) -> FragmentItems:
+        """Fragments of horizon H (stride H) in model space, each with its link condition."""
+        h = self.config.horizon
+        rows = self.model_rows(ds)
+        fr = ds.fragments(h)
+        lengths = ds.episode_lengths()
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        pos = starts[fr.episode_index][:, None] + fr.start[:, None] + np.arange(h)[None, :]
+        pos = np.minimum(pos, len(rows) - 1)
+        data = rows[pos] * fr.mask[..., None]
+        cond = np.zeros((len(fr), self.data_dim + 1), dtype=np.float32)
+        has = fr.start > 0
+        prev = starts[fr.episode_index] + fr.start - 1
+        cond[has, : self.data_dim] = rows[prev[has]]
+        cond[has, -1] = 1.0
+        return FragmentItems(
+            data=torch.as_tensor(data, dtype=torch.float32),
+            cond=torch.as_tensor(cond),
+            mask=torch.as_tensor(fr.mask),
+            episode=torch.as_tensor(fr.episode_index),
+        )
+
+    # ------------------------------------------------------------------------------------------- pre-training
+    def pretrain(self, public: OfflineDataset | Sequence[OfflineDataset], *, progress: bool = True) -> "TrajectorySynthesizer":
+        """Curiosity-driven pre-training on public fragments (no DP; PrivORL section VI-B). Fits the normaliser."""
+        datasets = [public] if isinstance(public, OfflineDataset) else list(public)
+        if not datasets:
+            raise InvalidData("pre-training needs at least one public dataset")
+        for ds in datasets:
+            refuse_sensitive(ds, "pre-train a synthesizer")
+            datasets[0].check_compatible(ds)
+            self._check(ds)
+        if self.normalizer is None:
+            self.normalizer = Normalizer.fit_public(datasets)
+        items = [self.fragment_items(ds) for ds in datasets]
+        x = torch.cat([it.data for it in items])
+        c = torch.cat([it.cond for it in items])
+        m = torch.cat([it.mask for it in items])
+        self.public_data += [ds.info.name for ds in datasets]
+        self._train_plain(x, c, m, progress=progress)
+        return self
+
+    def _flat(self, x: torch.Tensor, c: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x.flatten(1), c, m.float()], dim=1)
+
+    def _unflat(self, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        h, d = self.config.horizon, self.data_dim
+        x = v[:, : h * d].reshape(-1, h, d)
+        c = v[:, h * d : h * d + d + 1]
+        m = v[:, h * d + d + 1 :] > 0.5
+        return x, c, m
+
+    def _train_plain(self, x: torch.Tensor, c: torch.Tensor, m: torch.Tensor, *, progress: bool) -> None:
+        """Non-private pre-training on fragments, with RND curiosity over whole fragments (PrivORL section VI-B)."""
+        assert self.model is not None and self.ema is not None
+        cfg, tc = self.config, self.config.pretrain
+        n = x.shape[0]
+        bs = min(tc.batch_size, n)
+        per_epoch = max(1, n // bs)
+        total = max(1, int(round(tc.epochs * per_epoch)))
+        if tc.max_steps is not None:
+            total = min(total, tc.max_steps)
+        opt = torch.optim.AdamW(self.model.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay)
+        self.ema.reset(self.model, decay=tc.ema_decay, every=tc.ema_every)
+        mixer = None
+        if cfg.pretrain_curiosity and cfg.curiosity.rate > 0:
+            width = x.shape[1] * x.shape[2] + c.shape[1] + m.shape[1]
+            rnd = RND(width, cfg.curiosity, seed=cfg.seed + 1)
+            mixer = CuriosityMixer(rnd, cfg.curiosity, generator=torch.Generator().manual_seed(cfg.seed + 2))
+        refresh = cfg.curiosity.refresh_every or per_epoch
+        gen = torch.Generator().manual_seed(cfg.seed + 3)
+
+        def draw(k: int) -> torch.Tensor:  # fragments of the current model, conditioned on public links
+            cond = c[torch.randint(n, (k,), generator=gen)]
+            was = self.model.training
+            self.model.eval()
+            frag = self.model.sample(cond, cfg.horizon, self.data_dim, cfg.curiosity.sample_steps, generator=gen)
+            self.model.train(was)
+            return self._flat(frag, cond, torch.ones(k, cfg.horizon, dtype=torch.bool))
+
+        self.model.train()
+        losses: list[float] = []
+        t0 = time.perf_counter()
+        perm = torch.randperm(n, generator=gen)
+        bar = tqdm(total=total, desc=f"pretrain {self.name}", disable=not progress, unit="step", leave=False)
+        for step in range(total):
+            pos = (step % per_epoch) * bs
+            if pos == 0 and step > 0:
+                perm = torch.randperm(n, generator=gen)
+            idx = perm[pos : pos + bs]
+            bx, bc, bm = x[idx], c[idx], m[idx]
+            if mixer is not None:
+                if step > 0 and step % refresh == 0:
+                    mixer.refresh(draw)
+                mixed, _ = mixer.mix(self._flat(bx, bc, bm))
+                bx, bc, bm = self._unflat(mixed)
+            loss = self.model.random_loss(bx, bc, bm).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if tc.grad_clip:
+                nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip)
+            opt.step()
+            self.ema.step(self.model)
+            losses.append(loss.item())
+            bar.update(1)
+            if step % 50 == 0:
+                bar.set_postfix(loss=f"{np.mean(losses[-50:]):.3f}")
+        bar.close()
+        self.history.append({
+            "phase": "pretrain", "private": False, "fragments": n, "steps": total, "batch_size": bs,
+            "epochs": total / per_epoch, "seconds": time.perf_counter() - t0,
+            "curiosity_refreshes": mixer.refreshes if mixer is not None else 0,
+            "final_loss": float(np.mean(losses[-50:])) if losses else None,
+        })
+
+    # ---------------------------------------------------------------------------------------- DP fine-tuning
+    def trajectory_items(self, sensitive: OfflineDataset) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One DP item per trajectory of ``sensitive``: its fragments padded to F_max (see the module docstring)."""
+        return self.fragment_items(sensitive).per_trajectory()
+
+    def finetune(
+        self, sensitive: OfflineDataset, epsilon: float, delta: float, unit: Unit = "trajectory", *, progress: bool = True
+    ) -> "TrajectorySynthesizer":
+        """DP-SGD fine-tuning on ``sensitive`` with (ε, δ) at unit = trajectory (PrivORL section VI-B, eq. 7)."""
+        if unit != "trajectory":
+            raise PrivacyError("the trajectory synthesizer protects whole trajectories: use unit='trajectory'")
+        if self.normalizer is None:
+            raise PrivacyError(
+                "no normaliser: pre-train on public data first, or pass a public/fixed-bounds normaliser; "
+                "fine-tuning never fits one on sensitive data"
+            )
+        self._check(sensitive)
+        assert self.model is not None and self.ema is not None
+        from privsynth.privacy.dpsgd import DPSGDConfig, dp_train
+        from privsynth.privacy.ledger import Ledger
+
+        cfg, tc, dpc = self.config, self.config.finetune, self.config.dp
+        items = self.trajectory_items(sensitive)
+        n_units = items[0].shape[0]
+        loss_module = TrajectoryLoss(self.model, dpc.fragments_per_trajectory)
+        self.ema.reset(self.model, decay=tc.ema_decay, every=tc.ema_every)
+        losses: list[float] = []
+
+        def on_step(step: int, loss: float) -> None:
+            self.ema.step(self.model)
+            losses.append(float(loss))
+
+        dp_cfg = DPSGDConfig(
+            target_epsilon=float(epsilon), delta=float(delta), epochs=tc.epochs, batch_size=dpc.batch_size,
+            max_grad_norm=dpc.max_grad_norm, unit="trajectory", accountant=dpc.accountant,
+            grad_sample_mode=dpc.grad_sample_mode, noise_multiplier=dpc.noise_multiplier, seed=cfg.seed,
+        )
+        t0 = time.perf_counter()
+        torch.manual_seed(cfg.seed + 7)
+        result = dp_train(
+            loss_module, items, dp_cfg,
+            make_optimizer=lambda ps: torch.optim.AdamW(ps, lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay),
+            on_step=on_step, progress=progress, description=f"{self.name} DP fine-tune (eps={epsilon:g}, unit=trajectory)",
+        )
+        if self._ledger is None:
+            public = list(self.public_data)
+            if self.normalizer.source not in public:
+                public.append(f"normaliser: {self.normalizer.source}")
+            self._ledger = Ledger(unit="trajectory", accountant=dpc.accountant, delta=float(delta), public_data=public)
+        self._ledger.append(result.event)
+        fin = [v for v in losses if math.isfinite(v)]
+        self.history.append({
+            "phase": "finetune", "private": True, "dataset": sensitive.info.name, "unit": "trajectory",
+            "trajectories": n_units, "fragments_max": int(items[0].shape[1]),
+            "fragments_per_trajectory": dpc.fragments_per_trajectory, "steps": result.steps,
+            "batch_size": dpc.batch_size, "sample_rate": result.sample_rate,
+            "noise_multiplier": result.noise_multiplier, "epsilon": result.epsilon, "delta": result.delta,
+            "target_epsilon": float(epsilon), "grad_sample_mode": result.grad_sample_mode,
+            "seconds": time.perf_counter() - t0, "final_loss": float(np.mean(fin[-50:])) if fin else None,
+        })
+        return self
+
+    # ------------------------------------------------------------------------------------------------ sampling
+    def stitch(self, n: int, *, seed: int | None = None, progress: bool = False, max_length: int | None = None) -> StitchResult:
+        """Generate and stitch ``n`` trajectories from the released (EMA) weights; rows in raw units."""
+        if n < 1:
+            raise InvalidData(f"number of trajectories must be positive, got {n}")
+        assert self.obs_dim is not None and self.act_dim is not None
+        sc, h, d = self.config.sampler, self.config.horizon, self.data_dim
+        model = self.released.eval()
+        gen = torch.Generator().manual_seed(self.config.seed if seed is None else seed)
+        o, a = self.obs_dim, self.act_dim
+        bar = tqdm(total=n, desc=f"sample {self.name}", unit="traj", disable=not progress, leave=False)
+        try:
+            return stitch(
+                lambda cond: model.sample(cond, h, d, sc.steps, generator=gen),
+                n, horizon=h, data_dim=d, max_length=max_length or sc.max_length, to_raw=self.to_raw,
+                state_slice=slice(0, o), next_state_slice=slice(o + a + 1, 2 * o + a + 1),
+                terminal_col=d - 2, end_col=d - 1, threshold=sc.done_threshold, batch_size=sc.batch_size,
+                snap=sc.snap, progress=bar.update,
+            )
+        finally:
+            bar.close()
+
+    def sample(self, n: int, *, seed: int | None = None, progress: bool = False, name: str | None = None,
+               max_length: int | None = None) -> OfflineDataset:
+        """``n`` synthetic trajectories (un-normalised, actions clipped), with the privacy card in ``info``."""
+        t0 = time.perf_counter()
+        res = self.stitch(n, seed=seed, progress=progress, max_length=max_length)
+        assert self.obs_dim is not None and self.act_dim is not None and self.template is not None
+        o, a = self.obs_dim, self.act_dim
+        rows = res.rows[:, :-1].copy()  # drop the end flag: the transition matrix layout
+        finite = np.isfinite(rows).all(1)
+        if not finite.all():
+            raise InvalidData(f"{int((~finite).sum())} sampled rows are NaN or inf; the model diverged")
+        if self.config.sampler.clip_actions and self.template.action_low is not None and self.template.action_high is not None:
+            rows[:, o : o + a] = np.clip(rows[:, o : o + a], self.template.action_low, self.template.action_high)
+        self.last_sample_stats = {**res.stats(), "seconds": time.perf_counter() - t0,
+                                  "seed": self.config.seed if seed is None else seed,
+                                  "sampler_steps": self.config.sampler.steps, "snap": self.config.sampler.snap}
+        info = dataclasses.replace(
+            self.template, name=name or f"synthetic-{self.name}", sensitive=False, privacy_card=self.card(),
+            extra={"synthesizer": self.name, "sample": dict(self.last_sample_stats)},
+        )
+        return OfflineDataset.from_transition_matrix(
+            rows, o, a, episode_ids=res.episode_ids, timeouts=res.timeouts, info=info,
+        )
+
+    # ------------------------------------------------------------------------------------------------- the card
+    def card(self) -> dict[str, Any]:
+        """The privacy card: the ledger's card plus how the data was made."""
+        base: dict[str, Any] = {}
+        if self._ledger is not None:
+            base.update(self._ledger.card())
+            base["ledger"] = self._ledger.to_dict()
+        base.update({
+            "private": self._ledger is not None,
+            "synthesizer": self.name,
+            "released_weights": "EMA",
+            "public_data": list(self.public_data),
+            "normalizer": self.normalizer.source if self.normalizer is not None else None,
+            "phases": [dict(h) for h in self.history],
+            "sample": dict(self.last_sample_stats),
+            "config": traj_config_to_dict(self.config),
+            "note": "the number of sensitive trajectories (for the sample rate) is treated as public",
+        })
+        return base
+
+    # ------------------------------------------------------------------------------------------- persistence
+    def save(self, path: str | Path) -> Path:
+        """Weights (model and EMA), normaliser, config, ledger and history in one file (atomic write)."""
+        if self.model is None or self.ema is None:
+            raise InvalidData("nothing to save: the synthesizer has no weights yet")
+        state = {
+            "format": FORMAT,
+            "config": traj_config_to_dict(self.config),
+            "dims": [self.obs_dim, self.act_dim],
+            "template": self.template.to_dict() if self.template else None,
+            "normalizer": None if self.normalizer is None else self.normalizer.to_dict(),
+            "model": self.model.state_dict(),
+            "ema": self.ema.shadow.state_dict(),
+            "ledger": self._ledger.to_json() if self._ledger is not None else None,
+            "public_data": self.public_data,
+            "history": self.history,
+        }
+        path = Path(path)
+        atomic_torch_save(state, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "TrajectorySynthesizer":
+        state = read_checkpoint(path, FORMAT, "trajectory-synthesizer")
+        synth = cls(traj_config_from_dict(state["config"]))
+        if state["normalizer"] is not None:
+            synth.normalizer = Normalizer.from_dict(state["normalizer"])
+        synth._build(*state["dims"], DatasetInfo.from_dict(state["template"] or {}))
+        assert synth.model is not None and synth.ema is not None
+        synth.model.load_state_dict(state["model"])
+        synth.ema.shadow.load_state_dict(state["ema"])
+        if state["ledger"] is not None:
+            from privsynth.privacy.ledger import Ledger
+
+            synth._ledger = Ledger.from_json(state["ledger"])
+        synth.public_data = list(state.get("public_data", []))
+        synth.history = list(state.get("history", []))
+        return synth

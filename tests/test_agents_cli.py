@@ -1,0 +1,22 @@
+"""The agents CLI: a tiny run through privsynth.cli.main, and its one-line errors."""
+import json
+
+from privsynth.cli import main
+from privsynth.data.minari_io import write_dataset
+from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze
+
+
+def test_agents_train_cli_writes_summary(tmp_path, capsys):
+    ds = generate_pointmaze(PointMazeConfig(maze="umaze", steps=600, seed=0, ref_episodes=1), progress=False)
+    write_dataset(ds, "test/umaze-v0")
+    rc = main(["agents", "train", "--data", "test/umaze-v0", "--agents", "td3bc", "--seeds", "0", "--updates", "20",
+               "--eval-every", "10", "--eval-episodes", "1", "--final-k", "1", "--out", str(tmp_path), "--quiet"])
+    assert rc == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["eval_env"] == ds.info.env_id
+    assert set(summary["agents"]) == {"td3bc"}
+
+
+def test_agents_train_cli_rejects_unknown_agent(capsys):
+    assert main(["agents", "train", "--data", "x", "--agents", "dqn"]) == 2
+    assert "unknown agent" in capsys.readouterr().err
