@@ -5,7 +5,6 @@ them. Test-only on purpose: the library audits ``privsynth.synth`` models throug
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import torch

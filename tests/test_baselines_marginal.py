@@ -1,5 +1,4 @@
 """PGM and PrivSyn: privacy cards agree with the mechanisms' parameters, noise is added, bad input is refused."""
-import dataclasses
 import importlib.util
 
 import numpy as np

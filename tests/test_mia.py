@@ -5,7 +5,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 from conftest import make_toy_dataset
 from mia_standin import TinyEDM, gaussian_rows

@@ -2,7 +2,6 @@
 processes, upstream linking, failures, tables and plots."""
 from __future__ import annotations
 
-import json
 import textwrap
 
 import numpy as np
@@ -87,7 +86,7 @@ def test_cells_run_in_parallel_processes(tmp_path):
         name: par
         workers: 2
         stages:
-          - {kind: echo, grid: {seed: [0, 1, 2, 3]}, params: {sleep: 1.0}}
+          - {kind: echo, grid: {seed: [0, 1, 2, 3]}, params: {sleep: 3.0}}
         """)
     res = run_suite(suite, progress=False, log=lambda _: None)
     results = [r["result"] for r in collect_records(suite)]

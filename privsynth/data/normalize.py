@@ -80,6 +80,14 @@ class Normalizer(nn.Module):
             raise InvalidData("normaliser bounds must be finite with high > low in every column")
         return cls.from_stats((low_a + high_a) / 2, (high_a - low_a) / 2, source=source)
 
+    def to_dict(self) -> dict:
+        """Plain-JSON form of the statistics and their provenance (for checkpoints and cards)."""
+        return {"mean": self.mean.tolist(), "std": self.std.tolist(), "source": self.source}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Normalizer":
+        return cls.from_stats(d["mean"], d["std"], source=d["source"])
+
     @property
     def dim(self) -> int:
         return int(self.mean.numel())

@@ -173,7 +173,7 @@ def mia_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     fine-tuning set), non-members ``data.holdout``; the public pre-trained checkpoint the target was fine-tuned from,
     when there is one, is the reference model. With a ``pretrain`` upstream it attacks a model that never saw the
     members (a control: any signal there is distribution shift between the two sets, not leakage)."""
-    from privsynth.evaluation.mia import LossAttack, ReferenceAttack, as_adapter, make_attack, run_audit
+    from privsynth.evaluation.mia import ReferenceAttack, as_adapter, make_attack, run_audit
     from privsynth.synth import TransitionSynthesizer
 
     if ctx.upstream is None:

@@ -16,11 +16,9 @@ Ablations (PrivORL section IX) are switches of :class:`~privsynth.synth.config.T
 from __future__ import annotations
 
 import dataclasses
-import math
-import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -30,6 +28,7 @@ from tqdm.auto import tqdm
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.data.normalize import Normalizer, refuse_sensitive
 from privsynth.errors import InvalidData, PrivacyError, SpaceMismatch
+from privsynth.synth.checkpoint import atomic_torch_save, read_checkpoint
 from privsynth.synth.base import Synthesizer, Unit
 from privsynth.synth.config import (
     TrainConfig,
@@ -97,13 +96,6 @@ class UnitLoss(nn.Module):
             syn = rows[torch.randint(rows.shape[0], (loss.shape[0],))]
             loss = (1 - self.rate) * loss + self.rate * self._rows_loss(syn)
         return loss
-
-
-def _atomic_torch_save(obj: Any, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
 
 
 def _new_ledger(unit: str, accountant: str, delta: float, public_data: list[str]) -> Any:
@@ -320,7 +312,7 @@ class TransitionSynthesizer(Synthesizer):
             if step % 50 == 0:
                 bar.set_postfix(loss=f"{np.mean(losses[-50:]):.3f}")
             if checkpoint is not None and tc.checkpoint_every and step % tc.checkpoint_every == 0 and step < total:
-                _atomic_torch_save(
+                atomic_torch_save(
                     {
                         "phase": phase,
                         "step": step,
@@ -619,13 +611,7 @@ class TransitionSynthesizer(Synthesizer):
             "config": config_to_dict(self.config),
             "dims": [self.obs_dim, self.act_dim],
             "template": self.template.to_dict() if self.template else None,
-            "normalizer": {
-                "mean": self.normalizer.mean.tolist(),
-                "std": self.normalizer.std.tolist(),
-                "source": self.normalizer.source,
-            }
-            if self.normalizer is not None
-            else None,
+            "normalizer": self.normalizer.to_dict() if self.normalizer is not None else None,
             "model": None if ema_only else self.model.state_dict(),
             "ema": self.ema.shadow.state_dict(),
             "ledger": self._ledger.to_json() if self._ledger is not None else None,
@@ -643,22 +629,16 @@ class TransitionSynthesizer(Synthesizer):
                 if state[key] is not None:
                     state[key] = {k: v.half() if v.is_floating_point() else v for k, v in state[key].items()}
         path = Path(path)
-        _atomic_torch_save(state, path)
+        atomic_torch_save(state, path)
         return path
 
     @classmethod
     def load(cls, path: str | Path) -> "TransitionSynthesizer":
         """Inverse of :meth:`save`. A file saved with ``ema_only`` starts fine-tuning from its EMA weights."""
-        path = Path(path)
-        if not path.exists():
-            raise InvalidData(f"no synthesizer checkpoint at {path}")
-        state = torch.load(path, weights_only=False, map_location="cpu")
-        if state.get("format") != FORMAT:
-            raise InvalidData(f"{path} is not a privsynth transition-synthesizer checkpoint")
+        state = read_checkpoint(path, FORMAT, "transition-synthesizer")
         synth = cls(config_from_dict(state["config"]))
         if state["normalizer"] is not None:
-            nz = state["normalizer"]
-            synth.normalizer = Normalizer.from_stats(nz["mean"], nz["std"], source=nz["source"])
+            synth.normalizer = Normalizer.from_dict(state["normalizer"])
         obs_dim, act_dim = state["dims"]
         synth._build(obs_dim, act_dim, DatasetInfo.from_dict(state["template"] or {}))
         assert synth.model is not None and synth.ema is not None

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -267,7 +266,7 @@ class PATEGANSynthesizer(BaselineSynthesizer):
         state = self._base_state()
         state["generator"] = self.generator.state_dict()
         state["discriminator"] = self.discriminator.state_dict() if self.discriminator is not None else None
-        state["normalizer"] = {"mean": self.normalizer.mean.tolist(), "std": self.normalizer.std.tolist(), "source": self.normalizer.source}
+        state["normalizer"] = self.normalizer.to_dict()
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
         torch.save(state, tmp)
@@ -286,8 +285,7 @@ class PATEGANSynthesizer(BaselineSynthesizer):
         synth.generator.load_state_dict(state["generator"])
         if state.get("discriminator") is not None:
             synth.discriminator.load_state_dict(state["discriminator"])
-        nz = state["normalizer"]
-        synth.normalizer = Normalizer.from_stats(nz["mean"], nz["std"], source=nz["source"])
+        synth.normalizer = Normalizer.from_dict(state["normalizer"])
         return synth
 
 

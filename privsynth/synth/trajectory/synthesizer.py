@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -36,6 +35,7 @@ from tqdm.auto import tqdm
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.data.normalize import Normalizer, refuse_sensitive
 from privsynth.errors import InvalidData, PrivacyError, SpaceMismatch
+from privsynth.synth.checkpoint import atomic_torch_save, read_checkpoint
 from privsynth.synth.base import Synthesizer, Unit
 from privsynth.synth.curiosity import RND, CuriosityMixer
 from privsynth.synth.ema import EMA
@@ -112,13 +112,6 @@ class TrajectoryLoss(nn.Module):
         m = mask.gather(1, idx[:, :, None].expand(b, k, h))
         per_fragment = self.model.random_loss(x, c, m)  # [B, K]
         return (per_fragment * sel_valid).sum(1)
-
-
-def _atomic_save(obj: Any, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
 
 
 class TrajectorySynthesizer(Synthesizer):
@@ -453,8 +446,7 @@ class TrajectorySynthesizer(Synthesizer):
             "config": traj_config_to_dict(self.config),
             "dims": [self.obs_dim, self.act_dim],
             "template": self.template.to_dict() if self.template else None,
-            "normalizer": None if self.normalizer is None else {
-                "mean": self.normalizer.mean.tolist(), "std": self.normalizer.std.tolist(), "source": self.normalizer.source},
+            "normalizer": None if self.normalizer is None else self.normalizer.to_dict(),
             "model": self.model.state_dict(),
             "ema": self.ema.shadow.state_dict(),
             "ledger": self._ledger.to_json() if self._ledger is not None else None,
@@ -462,21 +454,15 @@ class TrajectorySynthesizer(Synthesizer):
             "history": self.history,
         }
         path = Path(path)
-        _atomic_save(state, path)
+        atomic_torch_save(state, path)
         return path
 
     @classmethod
     def load(cls, path: str | Path) -> "TrajectorySynthesizer":
-        path = Path(path)
-        if not path.exists():
-            raise InvalidData(f"no synthesizer checkpoint at {path}")
-        state = torch.load(path, weights_only=False, map_location="cpu")
-        if state.get("format") != FORMAT:
-            raise InvalidData(f"{path} is not a privsynth trajectory-synthesizer checkpoint")
+        state = read_checkpoint(path, FORMAT, "trajectory-synthesizer")
         synth = cls(traj_config_from_dict(state["config"]))
         if state["normalizer"] is not None:
-            nz = state["normalizer"]
-            synth.normalizer = Normalizer.from_stats(nz["mean"], nz["std"], source=nz["source"])
+            synth.normalizer = Normalizer.from_dict(state["normalizer"])
         synth._build(*state["dims"], DatasetInfo.from_dict(state["template"] or {}))
         assert synth.model is not None and synth.ema is not None
         synth.model.load_state_dict(state["model"])
