@@ -21,7 +21,7 @@ import itertools
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -29,15 +29,12 @@ from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData, PrivsynthError
 from privsynth.privacy.ledger import LedgerEvent
 from privsynth.synth.baselines.common import (
-    BaselineSynthesizer,
-    as_list,
     check_budget_args,
-    public_matrix,
     write_json_atomic,
 )
+from privsynth.synth.baselines.grid import GridBaseline
 from privsynth.synth.baselines.discretize import (
     Discretizer,
-    column_names,
     exponential_mechanism,
     gaussian_sigma_for_rho,
     marginal_counts,
@@ -89,10 +86,11 @@ class PGMConfig:
             raise InvalidData("PGM budget shares must be positive and leave some budget for measurement")
 
 
-class PGMSynthesizer(BaselineSynthesizer):
+class PGMSynthesizer(GridBaseline):
     """``PGMSynthesizer().pretrain(public).finetune(sensitive, 10, 1e-5).sample(n)``."""
 
     name = "pgm"
+    label = "PGM"
     native_accounting = "zcdp"
     mechanism = "MST / Private-PGM: Gaussian marginal measurements + graphical-model estimation (mbi)"
 
@@ -103,27 +101,12 @@ class PGMSynthesizer(BaselineSynthesizer):
         self._model: Any = None
 
     # ------------------------------------------------------------------------------------------------ fit
-    def pretrain(self, public: OfflineDataset | Sequence[OfflineDataset], **kwargs: Any) -> "PGMSynthesizer":
-        """Public data sets the discretisation grid (bounds and categorical supports). No privacy cost."""
-        pubs = as_list(public)
-        rows = public_matrix(pubs)
-        self._set_dims(pubs[0])
-        self.discretizer = Discretizer.from_public(
-            rows,
-            fine_bins=self.config.fine_bins,
-            max_categories=self.config.max_categories,
-            names=column_names(pubs[0].obs_dim, pubs[0].act_dim),
-        )
-        self.public_data += [p.info.name for p in pubs]
-        return self
-
     def finetune(
         self, sensitive: OfflineDataset, epsilon: float, delta: float, unit: str = "transition", **kwargs: Any
     ) -> "PGMSynthesizer":
         """Measure the chosen marginals of the sensitive transitions with (ε, δ)-DP and fit the graphical model."""
         check_budget_args(sensitive, epsilon, delta, unit)
-        if self.discretizer is None:
-            raise InvalidData("PGM needs public data for its bins: call pretrain(public) first")
+        self._require_grid()
         self._set_dims(sensitive)
         mbi = require_mbi()
         cfg = self.config

@@ -27,7 +27,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -35,15 +35,12 @@ from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData
 from privsynth.privacy.ledger import LedgerEvent
 from privsynth.synth.baselines.common import (
-    BaselineSynthesizer,
-    as_list,
     check_budget_args,
-    public_matrix,
     write_json_atomic,
 )
+from privsynth.synth.baselines.grid import GridBaseline
 from privsynth.synth.baselines.discretize import (
     Discretizer,
-    column_names,
     gaussian_sigma_for_rho,
     marginal_counts,
     measure_counts,
@@ -88,10 +85,11 @@ def _noise_error(cells: np.ndarray, rho: float) -> float:
     return float(np.sum(cells * math.sqrt(2 / math.pi) / np.sqrt(2 * rho_i)))
 
 
-class PrivSynSynthesizer(BaselineSynthesizer):
+class PrivSynSynthesizer(GridBaseline):
     """``PrivSynSynthesizer().pretrain(public).finetune(sensitive, 10, 1e-5).sample(n)``."""
 
     name = "privsyn"
+    label = "PrivSyn"
     native_accounting = "zcdp"
     mechanism = "PrivSyn: noisy InDif selection (Gaussian) + Gaussian marginals + GUM"
 
@@ -100,27 +98,12 @@ class PrivSynSynthesizer(BaselineSynthesizer):
         self.discretizer: Discretizer | None = None
         self.marginals: list[dict[str, Any]] = []  # {"cols": [i, j], "y": noisy table (flat)}
 
-    def pretrain(self, public: OfflineDataset | Sequence[OfflineDataset], **kwargs: Any) -> "PrivSynSynthesizer":
-        """Public data sets the discretisation grid (bounds and categorical supports). No privacy cost."""
-        pubs = as_list(public)
-        rows = public_matrix(pubs)
-        self._set_dims(pubs[0])
-        self.discretizer = Discretizer.from_public(
-            rows,
-            fine_bins=self.config.fine_bins,
-            max_categories=self.config.max_categories,
-            names=column_names(pubs[0].obs_dim, pubs[0].act_dim),
-        )
-        self.public_data += [p.info.name for p in pubs]
-        return self
-
     def finetune(
         self, sensitive: OfflineDataset, epsilon: float, delta: float, unit: str = "transition", **kwargs: Any
     ) -> "PrivSynSynthesizer":
         """One-way histograms, noisy pair selection and pair measurements on the sensitive transitions, (ε, δ)-DP."""
         check_budget_args(sensitive, epsilon, delta, unit)
-        if self.discretizer is None:
-            raise InvalidData("PrivSyn needs public data for its bins: call pretrain(public) first")
+        self._require_grid()
         self._set_dims(sensitive)
         cfg = self.config
         t0 = time.perf_counter()
