@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from privsynth.data.locomotion.policies import ENVS, env_id_of, rollout_returns  # noqa: E402
+from privsynth.data.locomotion.policies import ENVS, env_id_of, rollout_returns, write_card_readme  # noqa: E402
 from privsynth.data.locomotion.sac import SAC, ReplayBuffer, SACConfig  # noqa: E402
 
 EVAL_SEED = 10_000
@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     (out / "card.json").write_text(json.dumps(card, indent=1) + "\n")
+    write_card_readme(card, out)
     print(json.dumps({k: card[k] for k in ("steps_trained", "levels", "reference")}, indent=1))
     return 0
 

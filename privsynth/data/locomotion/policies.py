@@ -82,3 +82,36 @@ def rollout_returns(
         out[i] = total
     env.close()
     return out
+
+
+def write_card_readme(card: dict[str, Any], out: Path) -> Path:
+    """``README.md`` beside ``card.json``: the card in words (what was trained, how, and the measured returns)."""
+    ref, lv = card["reference"], card["levels"]
+    snaps = "\n".join(f"| {s['step']} | {s['eval_return']:.1f} |" for s in card["snapshots"])
+    text = f"""# SAC behaviour policy: {card['env_id']}
+
+Trained by `{card['command']}` (seed {card['seed']}) for **{card['steps_trained']} environment steps**
+({card['train_seconds'] / 60:.1f} min on a shared CPU core; {card['learning_starts']} uniform-random steps first, then
+one SAC update per step). Actor snapshots (float16 weights, `snapshots/`) every {card['snapshot_every']} steps.
+
+Levels used by `privsynth datasets make locomotion --env {card['env']}`:
+
+| level | snapshot step | mean return over {ref['episodes']} episodes (seeds {ref['seed']}..{ref['seed'] + ref['episodes'] - 1}, deterministic actions) |
+|---|---|---|
+| random (uniform actions) | - | {ref['random_return']:.1f} ± {ref['random_return_std']:.1f} |
+| medium (first snapshot ≥ {lv['medium_frac']} × best) | {lv['medium']} | {ref['medium_return']:.1f} ± {ref['medium_return_std']:.1f} |
+| expert (best snapshot) | {lv['expert']} | {ref['expert_return']:.1f} ± {ref['expert_return_std']:.1f} |
+
+These are *our* levels, far below D4RL's (D4RL halfcheetah expert ≈ 12135, random ≈ -280): the policy was trained for
+minutes, not days. Datasets record random/expert here as `ref_min_score`/`ref_max_score`, so normalised scores are
+relative to this policy, not comparable with D4RL's numbers.
+
+Per-snapshot score during training (one deterministic episode, seed 10000, float32 weights):
+
+| step | return |
+|---|---|
+{snaps}
+"""
+    path = out / "README.md"
+    path.write_text(text)
+    return path
