@@ -3,8 +3,8 @@
     OMP_NUM_THREADS=1 python scripts/train_locomotion_policy.py --env halfcheetah --steps 60000 --max-minutes 20
 
 Every ``--snapshot-every`` environment steps the actor is saved (float16) and scored by one deterministic episode
-(seed 10_000). At the end the card picks "expert" = the best-scoring snapshot and "medium" = the earliest snapshot
-whose score reaches ``--medium-frac`` (default 0.4) of the expert's, and measures the random and expert reference
+(seed 10_000). At the end the card picks "expert" = the best-scoring snapshot and "medium" = the earlier snapshot
+whose score is closest to ``--medium-frac`` (default 0.4) of the expert's (D4RL: about a third), and measures the random and expert reference
 returns over ``--ref-episodes`` episodes. Training stops early at ``--max-minutes`` (the card records the real steps).
 """
 from __future__ import annotations
@@ -26,6 +26,50 @@ from privsynth.data.locomotion.sac import SAC, ReplayBuffer, SACConfig  # noqa: 
 EVAL_SEED = 10_000
 
 
+def finalize(args: argparse.Namespace, env_id: str, out: Path, snapshots: list[dict], ep_returns: list,
+             steps_done: int, train_seconds: float, learning_starts: int, command: str) -> dict:
+    """Pick the levels, measure random / medium / expert returns of the shipped (float16) actors, write the card."""
+    from privsynth.data.locomotion.policies import load_actor
+
+    expert = max(snapshots, key=lambda s: s["eval_return"])
+    earlier = [s for s in snapshots if s["step"] < expert["step"]] or [expert]
+    target = args.medium_frac * expert["eval_return"]
+    medium = min(earlier, key=lambda s: abs(s["eval_return"] - target))
+    seed_ref = 20_000
+    rand = rollout_returns(env_id, None, args.ref_episodes, seed_ref)
+    exp_r = rollout_returns(env_id, load_actor(args.env, expert["step"], out.parent), args.ref_episodes, seed_ref)
+    med_r = rollout_returns(env_id, load_actor(args.env, medium["step"], out.parent), args.ref_episodes, seed_ref)
+    card = {
+        "env": args.env,
+        "env_id": env_id,
+        "algorithm": "SAC (privsynth.data.locomotion.sac), 256x256 MLPs, lr 3e-4, batch 256, auto-entropy",
+        "command": command,
+        "seed": args.seed,
+        "steps_trained": steps_done,
+        "learning_starts": learning_starts,
+        "train_seconds": train_seconds,
+        "snapshot_every": args.snapshot_every,
+        "snapshots": snapshots,
+        "train_episode_returns": ep_returns,
+        "levels": {"medium": medium["step"], "expert": expert["step"], "medium_frac": args.medium_frac,
+                   "rule": "expert = best snapshot; medium = earlier snapshot closest to medium_frac x best"},
+        "reference": {
+            "episodes": args.ref_episodes,
+            "seed": seed_ref,
+            "random_return": float(rand.mean()),
+            "random_return_std": float(rand.std()),
+            "expert_return": float(exp_r.mean()),
+            "expert_return_std": float(exp_r.std()),
+            "medium_return": float(med_r.mean()),
+            "medium_return_std": float(med_r.std()),
+        },
+    }
+    (out / "card.json").write_text(json.dumps(card, indent=1) + "\n")
+    write_card_readme(card, out)
+    print(json.dumps({k: card[k] for k in ("steps_trained", "levels", "reference")}, indent=1))
+    return card
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--env", default="halfcheetah", choices=list(ENVS))
@@ -37,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--medium-frac", type=float, default=0.4)
     ap.add_argument("--ref-episodes", type=int, default=5)
     ap.add_argument("--out", default=None, help="default pretrained/locomotion/<env>")
+    ap.add_argument("--finalize-only", action="store_true",
+                    help="no training: re-pick the levels and re-measure the references from an existing card")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
@@ -45,6 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out or Path(__file__).resolve().parents[1] / "pretrained" / "locomotion" / args.env)
     (out / "snapshots").mkdir(parents=True, exist_ok=True)
 
+    if args.finalize_only:
+        old = json.loads((out / "card.json").read_text())
+        finalize(args, env_id, out, old["snapshots"], old["train_episode_returns"], old["steps_trained"],
+                 old["train_seconds"], old["learning_starts"], old["command"])
+        return 0
     env = gym.make(env_id, max_episode_steps=1000)
     obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
     cfg = SACConfig(learning_starts=args.learning_starts, buffer_size=args.steps)
@@ -84,42 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     env.close()
     train_seconds = time.perf_counter() - t0
 
-    # levels from the (float16) snapshots as shipped
-    from privsynth.data.locomotion.policies import load_actor
-
-    expert = max(snapshots, key=lambda s: s["eval_return"])
-    medium = next((s for s in snapshots if s["eval_return"] >= args.medium_frac * expert["eval_return"]), expert)
-    seed_ref = 20_000
-    rand = rollout_returns(env_id, None, args.ref_episodes, seed_ref)
-    exp_r = rollout_returns(env_id, load_actor(args.env, expert["step"], out.parent), args.ref_episodes, seed_ref)
-    med_r = rollout_returns(env_id, load_actor(args.env, medium["step"], out.parent), args.ref_episodes, seed_ref)
-    card = {
-        "env": args.env,
-        "env_id": env_id,
-        "algorithm": "SAC (privsynth.data.locomotion.sac), 256x256 MLPs, lr 3e-4, batch 256, auto-entropy",
-        "command": "OMP_NUM_THREADS=1 python scripts/train_locomotion_policy.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "seed": args.seed,
-        "steps_trained": steps_done,
-        "learning_starts": cfg.learning_starts,
-        "train_seconds": round(train_seconds, 1),
-        "snapshot_every": args.snapshot_every,
-        "snapshots": snapshots,
-        "train_episode_returns": [[int(s), round(r, 2)] for s, r in ep_returns],
-        "levels": {"medium": medium["step"], "expert": expert["step"], "medium_frac": args.medium_frac},
-        "reference": {
-            "episodes": args.ref_episodes,
-            "seed": seed_ref,
-            "random_return": float(rand.mean()),
-            "random_return_std": float(rand.std()),
-            "expert_return": float(exp_r.mean()),
-            "expert_return_std": float(exp_r.std()),
-            "medium_return": float(med_r.mean()),
-            "medium_return_std": float(med_r.std()),
-        },
-    }
-    (out / "card.json").write_text(json.dumps(card, indent=1) + "\n")
-    write_card_readme(card, out)
-    print(json.dumps({k: card[k] for k in ("steps_trained", "levels", "reference")}, indent=1))
+    command = "OMP_NUM_THREADS=1 python scripts/train_locomotion_policy.py " + " ".join(
+        sys.argv[1:] if argv is None else argv)
+    finalize(args, env_id, out, snapshots, [[int(t), round(r, 2)] for t, r in ep_returns], steps_done,
+             round(train_seconds, 1), cfg.learning_starts, command)
     return 0
 
 

@@ -4,7 +4,7 @@ D4RL's halfcheetah/walker2d/hopper files cannot be downloaded here, so equivalen
 policies in ``pretrained/locomotion/<env>/`` (trained by ``scripts/train_locomotion_policy.py``):
 
 * ``random``: uniform random actions in [-1, 1] (D4RL used a randomly initialised policy).
-* ``medium``: the "medium" snapshot (first snapshot whose score reached ``medium_frac`` of the best one; D4RL: about
+* ``medium``: the "medium" snapshot (the earlier snapshot scoring closest to ``medium_frac`` of the best; D4RL: about
   a third of expert), actions *sampled* from its tanh-Gaussian (as D4RL's SAC collection).
 * ``expert``: the best snapshot, sampled actions.
 * ``medium-replay``: D4RL's is the replay buffer of training up to the medium policy. We do not ship the buffer; we

@@ -99,7 +99,7 @@ Levels used by `privsynth datasets make locomotion --env {card['env']}`:
 | level | snapshot step | mean return over {ref['episodes']} episodes (seeds {ref['seed']}..{ref['seed'] + ref['episodes'] - 1}, deterministic actions) |
 |---|---|---|
 | random (uniform actions) | - | {ref['random_return']:.1f} ± {ref['random_return_std']:.1f} |
-| medium (first snapshot ≥ {lv['medium_frac']} × best) | {lv['medium']} | {ref['medium_return']:.1f} ± {ref['medium_return_std']:.1f} |
+| medium (earlier snapshot closest to {lv['medium_frac']} × best) | {lv['medium']} | {ref['medium_return']:.1f} ± {ref['medium_return_std']:.1f} |
 | expert (best snapshot) | {lv['expert']} | {ref['expert_return']:.1f} ± {ref['expert_return_std']:.1f} |
 
 These are *our* levels, far below D4RL's (D4RL halfcheetah expert ≈ 12135, random ≈ -280): the policy was trained for
