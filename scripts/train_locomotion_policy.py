@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.finalize_only:
         old = json.loads((out / "card.json").read_text())
+        args.snapshot_every, args.seed = old["snapshot_every"], old["seed"]  # facts of the training run
         finalize(args, env_id, out, old["snapshots"], old["train_episode_returns"], old["steps_trained"],
                  old["train_seconds"], old["learning_starts"], old["command"])
         return 0
