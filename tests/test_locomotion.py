@@ -135,3 +135,15 @@ def test_cli_bad_input_exits_2(capsys, argv, needle):
 def test_missing_policy_is_a_one_line_error(tmp_path):
     with pytest.raises(InvalidData, match="no trained policy"):
         generate_locomotion(LocomotionConfig(policy_root=str(tmp_path)), progress=False)
+
+
+def test_walker2d_terminals_end_episodes(fake_policies):
+    """Walker2d falls under random actions: terminals end episodes (not timeouts), ids follow them."""
+    (fake_policies / "walker2d").symlink_to(fake_policies / "halfcheetah")  # same obs/act dims (17 / 6)
+    ds = generate_locomotion(LocomotionConfig(env="walker2d", kind="random", steps=400, seed=0,
+                                              policy_root=str(fake_policies)), progress=False)
+    assert ds.info.env_id == "Walker2d-v5" and ds.terminals.any()
+    assert not (ds.terminals & ds.timeouts).any()
+    ends = np.flatnonzero(ds.terminals | ds.timeouts)
+    assert ends[-1] == 399 and ds.n_episodes == len(ends)
+    assert (np.diff(ds.episode_ids) == (ds.terminals | ds.timeouts)[:-1]).all()
