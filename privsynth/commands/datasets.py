@@ -1,6 +1,6 @@
 """``privsynth datasets``: make, list, show, import, export and delete local (Minari) datasets.
 
-Thin wrappers over :mod:`privsynth.data.pointmaze` and :mod:`privsynth.data.minari_io`; every user error is a
+Thin wrappers over :mod:`privsynth.data.pointmaze`, :mod:`privsynth.data.locomotion.generate` and :mod:`privsynth.data.minari_io`; every user error is a
 :class:`~privsynth.errors.PrivsynthError` (one line, exit status 2).
 """
 from __future__ import annotations
@@ -40,6 +40,20 @@ def register(subparsers: Any) -> None:
     pm.add_argument("--overwrite", action="store_true", help="replace an existing dataset with this id")
     pm.add_argument("--quiet", action="store_true", help="no progress bar")
     pm.set_defaults(func=_make_pointmaze)
+
+    loco = make_sub.add_parser(
+        "locomotion", help="MuJoCo HalfCheetah / Walker2d / Hopper, made as D4RL from the shipped SAC policies"
+    )
+    loco.add_argument("--env", default="halfcheetah", help="halfcheetah | walker2d | hopper (default halfcheetah)")
+    loco.add_argument(
+        "--kind", default="medium", help="random | medium | expert | medium-replay | medium-expert (default medium)"
+    )
+    loco.add_argument("--steps", type=int, default=None, help="transitions (default 100000; medium-replay: as trained)")
+    loco.add_argument("--seed", type=int, default=0)
+    loco.add_argument("--name", default=None, help="dataset id (default privsynth/<env>-<kind>-v0)")
+    loco.add_argument("--overwrite", action="store_true", help="replace an existing dataset with this id")
+    loco.add_argument("--quiet", action="store_true", help="no progress bar")
+    loco.set_defaults(func=_make_locomotion)
 
     ls = sub.add_parser("list", help="list local datasets")
     ls.add_argument("--json", action="store_true", help="print JSON")
@@ -115,6 +129,35 @@ def _make_pointmaze(args: argparse.Namespace) -> int:
         f"random {_fmt_score(ds.info.ref_min_score)}, expert {_fmt_score(ds.info.ref_max_score)}"
     )
     print(f"  collected + reference scores in {t1 - t0:.1f} s, written in {t2 - t1:.1f} s")
+    return 0
+
+
+def _make_locomotion(args: argparse.Namespace) -> int:
+    from privsynth.data import minari_io
+    from privsynth.data.locomotion.generate import LocomotionConfig, generate_locomotion
+
+    cfg = LocomotionConfig(env=args.env, kind=args.kind, steps=args.steps, seed=args.seed)
+    dataset_id = minari_io.resolve_id(args.name or cfg.dataset_name, for_write=True)
+    if minari_io.dataset_exists(dataset_id) and not args.overwrite:
+        raise PrivsynthError(f"dataset '{dataset_id}' already exists; pass --overwrite to replace it")
+    cfg.name = dataset_id
+    t0 = time.perf_counter()
+    ds = generate_locomotion(cfg, progress=not args.quiet)
+    t1 = time.perf_counter()
+    path = minari_io.write_dataset(ds, dataset_id, overwrite=args.overwrite)
+    t2 = time.perf_counter()
+    s = ds.summary()
+    print(f"wrote {dataset_id} -> {path}")
+    print(
+        f"  {s['episodes']} episodes, {s['transitions']} transitions, obs {s['obs_dim']} / act {s['act_dim']} dims, "
+        f"mean episode return {s['episode_return_mean']:.1f} "
+        f"(normalised {ds.normalized_score(s['episode_return_mean']):.1f})"
+    )
+    print(
+        f"  reference scores on {ds.info.env_id}: random {_fmt_score(ds.info.ref_min_score)}, "
+        f"expert {_fmt_score(ds.info.ref_max_score)}"
+    )
+    print(f"  collected in {t1 - t0:.1f} s, written in {t2 - t1:.1f} s")
     return 0
 
 

@@ -1,0 +1,117 @@
+"""Shipped SAC behaviour policies for the gymnasium MuJoCo locomotion envs (``pretrained/locomotion/<env>/``).
+
+Layout of one env's directory (written by ``scripts/train_locomotion_policy.py``)::
+
+    card.json             training command, seed, steps, snapshot list with their measured returns, levels
+    snapshots/step_<N>.pt actor payloads (float16 weights) taken every K environment steps during training
+    README.md             the card in words
+
+``card["levels"]`` names the snapshot used as "medium" and "expert"; ``card["reference"]`` caches the random-policy
+and expert-policy mean returns (the datasets' ``ref_min_score`` / ``ref_max_score``).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from privsynth.data.locomotion.sac import Actor
+from privsynth.errors import InvalidData
+
+__all__ = ["ENVS", "pretrained_dir", "load_card", "load_actor", "rollout_returns", "env_id_of"]
+
+ENVS: dict[str, str] = {"halfcheetah": "HalfCheetah-v5", "walker2d": "Walker2d-v5", "hopper": "Hopper-v5"}
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def env_id_of(env: str) -> str:
+    env = str(env).lower()
+    if env not in ENVS:
+        raise InvalidData(f"unknown locomotion env '{env}'; choose one of {', '.join(ENVS)}")
+    return ENVS[env]
+
+
+def pretrained_dir(env: str, root: Path | None = None) -> Path:
+    env_id_of(env)
+    return (root or REPO_ROOT / "pretrained" / "locomotion") / env.lower()
+
+
+def load_card(env: str, root: Path | None = None) -> dict[str, Any]:
+    path = pretrained_dir(env, root) / "card.json"
+    if not path.is_file():
+        raise InvalidData(
+            f"no trained policy for '{env}' at {path}; run scripts/train_locomotion_policy.py --env {env}"
+        )
+    return json.loads(path.read_text())
+
+
+def load_actor(env: str, step: int, root: Path | None = None) -> Actor:
+    path = pretrained_dir(env, root) / "snapshots" / f"step_{step:07d}.pt"
+    if not path.is_file():
+        raise InvalidData(f"no policy snapshot at {path}")
+    return Actor.from_payload(torch.load(path, map_location="cpu", weights_only=True))
+
+
+def rollout_returns(
+    env_id: str,
+    policy: Actor | None,
+    episodes: int,
+    seed: int,
+    max_steps: int = 1000,
+    deterministic: bool = True,
+) -> np.ndarray:
+    """Undiscounted returns of ``policy`` (None = uniform random) on ``env_id``, episode i reset with ``seed + i``."""
+    env = gym.make(env_id, max_episode_steps=max_steps)
+    rng = np.random.default_rng(seed)
+    out = np.zeros(episodes)
+    for i in range(episodes):
+        obs, _ = env.reset(seed=seed + i)
+        done, total = False, 0.0
+        while not done:
+            if policy is None:
+                a = rng.uniform(-1.0, 1.0, size=env.action_space.shape).astype(np.float32)
+            else:
+                a = policy.act(obs, deterministic=deterministic, rng=rng)
+            obs, r, term, trunc, _ = env.step(a)
+            total += float(r)
+            done = term or trunc
+        out[i] = total
+    env.close()
+    return out
+
+
+def write_card_readme(card: dict[str, Any], out: Path) -> Path:
+    """``README.md`` beside ``card.json``: the card in words (what was trained, how, and the measured returns)."""
+    ref, lv = card["reference"], card["levels"]
+    snaps = "\n".join(f"| {s['step']} | {s['eval_return']:.1f} |" for s in card["snapshots"])
+    text = f"""# SAC behaviour policy: {card['env_id']}
+
+Trained by `{card['command']}` (seed {card['seed']}) for **{card['steps_trained']} environment steps**
+({card['train_seconds'] / 60:.1f} min on a shared CPU core; {card['learning_starts']} uniform-random steps first, then
+one SAC update per step). Actor snapshots (float16 weights, `snapshots/`) every {card['snapshot_every']} steps.
+
+Levels used by `privsynth datasets make locomotion --env {card['env']}`:
+
+| level | snapshot step | mean return over {ref['episodes']} episodes (seeds {ref['seed']}..{ref['seed'] + ref['episodes'] - 1}, deterministic actions) |
+|---|---|---|
+| random (uniform actions) | - | {ref['random_return']:.1f} ± {ref['random_return_std']:.1f} |
+| medium (earlier snapshot closest to {lv['medium_frac']} × best) | {lv['medium']} | {ref['medium_return']:.1f} ± {ref['medium_return_std']:.1f} |
+| expert (best snapshot) | {lv['expert']} | {ref['expert_return']:.1f} ± {ref['expert_return_std']:.1f} |
+
+These are *our* levels, far below D4RL's (D4RL halfcheetah expert ≈ 12135, random ≈ -280): the policy was trained for
+minutes, not days. Datasets record random/expert here as `ref_min_score`/`ref_max_score`, so normalised scores are
+relative to this policy, not comparable with D4RL's numbers.
+
+Per-snapshot score during training (one deterministic episode, seed 10000, float32 weights):
+
+| step | return |
+|---|---|
+{snaps}
+"""
+    path = out / "README.md"
+    path.write_text(text)
+    return path
