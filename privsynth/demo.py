@@ -148,8 +148,10 @@ def run_demo(cfg: DemoConfig, *, progress: bool = True, log: Callable[[str], Non
         "datasets": {
             "public": [p.info.name for p in publics],
             "sensitive": sensitive.info.name,
-            "members": members.summary(),
-            "non_members": non_members.summary(),
+            # sizes only: they are treated as public (the card says so); other statistics of the
+            # sensitive data (returns, rates) would be unaccounted releases and stay out of the report's header
+            "members": {"episodes": members.n_episodes, "transitions": members.n_transitions},
+            "non_members": {"episodes": non_members.n_episodes, "transitions": non_members.n_transitions},
             "synthetic": synthetic_id,
         },
         "privacy_card": result.ledger.card(),

@@ -1,11 +1,13 @@
 """Shared start of the marginal-based baselines (PGM, PrivSyn): public data fixes the discretisation grid."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+import json
+from pathlib import Path
+from typing import Any, ClassVar, Sequence
 
 from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData
-from privsynth.synth.baselines.common import BaselineSynthesizer, as_list, public_matrix
+from privsynth.synth.baselines.common import BaselineSynthesizer, as_list, public_matrix, write_json_atomic
 from privsynth.synth.baselines.discretize import Discretizer, column_names
 
 __all__ = ["GridBaseline"]
@@ -15,6 +17,8 @@ class GridBaseline(BaselineSynthesizer):
     """A baseline that discretises transitions on a grid set by public data only (bounds, categorical supports)."""
 
     label = "this baseline"  # used in errors
+    config_cls: ClassVar[type]  # the subclass's config dataclass
+    state_key: ClassVar[str]  # attribute holding the noisy measurements (DP outputs) that save/load keep
     discretizer: Discretizer | None = None
 
     def pretrain(self, public: OfflineDataset | Sequence[OfflineDataset], **kwargs: Any) -> "GridBaseline":
@@ -35,3 +39,24 @@ class GridBaseline(BaselineSynthesizer):
         if self.discretizer is None:
             raise InvalidData(f"{self.label} needs public data for its bins: call pretrain(public) first")
         return self.discretizer
+
+    # ----------------------------------------------------------------------------------------- save/load
+    def save(self, path: str | Path) -> Path:
+        """One JSON file: config, bins, noisy measurements (all DP outputs) and ledger."""
+        path = Path(path)
+        state = self._base_state()
+        state["discretizer"] = self.discretizer.to_dict() if self.discretizer else None
+        state[self.state_key] = getattr(self, self.state_key)
+        write_json_atomic(path, state)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "GridBaseline":
+        state = json.loads(Path(path).read_text())
+        if state.get("synthesizer") != cls.name:
+            raise InvalidData(f"{path} is not a {cls.name} checkpoint")
+        synth = cls(cls.config_cls(**state["config"]))
+        synth._restore_base(state)
+        synth.discretizer = Discretizer.from_dict(state["discretizer"]) if state.get("discretizer") else None
+        setattr(synth, cls.state_key, state.get(cls.state_key, []))
+        return synth

@@ -20,7 +20,6 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,7 +29,6 @@ from privsynth.errors import InvalidData, PrivsynthError
 from privsynth.privacy.ledger import LedgerEvent
 from privsynth.synth.baselines.common import (
     check_budget_args,
-    write_json_atomic,
 )
 from privsynth.synth.baselines.grid import GridBaseline
 from privsynth.synth.baselines.discretize import (
@@ -91,6 +89,8 @@ class PGMSynthesizer(GridBaseline):
 
     name = "pgm"
     label = "PGM"
+    config_cls = PGMConfig
+    state_key = "measurements"
     native_accounting = "zcdp"
     mechanism = "MST / Private-PGM: Gaussian marginal measurements + graphical-model estimation (mbi)"
 
@@ -261,26 +261,3 @@ class PGMSynthesizer(GridBaseline):
         codes = np.stack([np.asarray(syn.data[f"c{j}"], dtype=np.int64) for j in range(d)], 1)
         rows = self.discretizer.decode(codes, np.random.default_rng(seed + 1))
         return self._to_dataset(rows, name, {"requested": int(n), "seed": seed})
-
-    # ----------------------------------------------------------------------------------------- save/load
-    def save(self, path: str | Path) -> Path:
-        """One JSON file: config, bins, noisy measurements (all DP outputs) and ledger. The model is re-estimated."""
-        path = Path(path)
-        state = self._base_state()
-        state["discretizer"] = self.discretizer.to_dict() if self.discretizer else None
-        state["measurements"] = self.measurements
-        write_json_atomic(path, state)
-        return path
-
-    @classmethod
-    def load(cls, path: str | Path) -> "PGMSynthesizer":
-        import json
-
-        state = json.loads(Path(path).read_text())
-        if state.get("synthesizer") != cls.name:
-            raise InvalidData(f"{path} is not a {cls.name} checkpoint")
-        synth = cls(PGMConfig(**state["config"]))
-        synth._restore_base(state)
-        synth.discretizer = Discretizer.from_dict(state["discretizer"]) if state.get("discretizer") else None
-        synth.measurements = state.get("measurements", [])
-        return synth

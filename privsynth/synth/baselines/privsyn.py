@@ -22,11 +22,9 @@ maintained package (the authors' and SynMeter's code are research scripts pinned
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,7 +34,6 @@ from privsynth.errors import InvalidData
 from privsynth.privacy.ledger import LedgerEvent
 from privsynth.synth.baselines.common import (
     check_budget_args,
-    write_json_atomic,
 )
 from privsynth.synth.baselines.grid import GridBaseline
 from privsynth.synth.baselines.discretize import (
@@ -90,6 +87,8 @@ class PrivSynSynthesizer(GridBaseline):
 
     name = "privsyn"
     label = "PrivSyn"
+    config_cls = PrivSynConfig
+    state_key = "marginals"
     native_accounting = "zcdp"
     mechanism = "PrivSyn: noisy InDif selection (Gaussian) + Gaussian marginals + GUM"
 
@@ -205,26 +204,6 @@ class PrivSynSynthesizer(GridBaseline):
         codes = gum(ones, targets, disc.sizes, int(n), self.config, rng)
         rows = disc.decode(codes, rng)
         return self._to_dataset(rows, name, {"requested": int(n), "seed": seed, "gum_rounds": self.config.gum_rounds})
-
-    # ----------------------------------------------------------------------------------------- save/load
-    def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        state = self._base_state()
-        state["discretizer"] = self.discretizer.to_dict() if self.discretizer else None
-        state["marginals"] = self.marginals
-        write_json_atomic(path, state)
-        return path
-
-    @classmethod
-    def load(cls, path: str | Path) -> "PrivSynSynthesizer":
-        state = json.loads(Path(path).read_text())
-        if state.get("synthesizer") != cls.name:
-            raise InvalidData(f"{path} is not a {cls.name} checkpoint")
-        synth = cls(PrivSynConfig(**state["config"]))
-        synth._restore_base(state)
-        synth.discretizer = Discretizer.from_dict(state["discretizer"]) if state.get("discretizer") else None
-        synth.marginals = state.get("marginals", [])
-        return synth
 
 
 def _normalise(table: np.ndarray, n: int) -> np.ndarray:
