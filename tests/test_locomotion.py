@@ -93,18 +93,31 @@ def test_sac_update_runs_and_learns_a_bandit():
     assert abs(float(agent.actor.act(np.zeros(1))[0]) - 0.5) < 0.25
 
 
-@pytest.mark.skipif(not SHIPPED, reason="no shipped HalfCheetah policy")
-def test_shipped_policy_returns_match_card():
+@pytest.mark.parametrize("env", ["halfcheetah", "walker2d", "hopper"])
+def test_shipped_policy_returns_match_card(env):
     """Re-measure the card's reference returns on the first of its seeded episodes (same seed -> same episode)."""
-    card = load_card("halfcheetah")
+    if not (pretrained_dir(env) / "card.json").is_file():
+        pytest.skip(f"no shipped {env} policy")
+    card = load_card(env)
     ref = card["reference"]
-    seed = ref["seed"]
-    expert = rollout_returns("HalfCheetah-v5", load_actor("halfcheetah", card["levels"]["expert"]), 1, seed)[0]
-    rand = rollout_returns("HalfCheetah-v5", None, 1, seed)[0]
+    seed, env_id = ref["seed"], card["env_id"]
+    expert = rollout_returns(env_id, load_actor(env, card["levels"]["expert"]), 1, seed)[0]
+    rand = rollout_returns(env_id, None, 1, seed)[0]
     tol = lambda m, s: 3 * s + 0.05 * abs(m) + 1.0  # noqa: E731
     assert abs(expert - ref["expert_return"]) <= tol(ref["expert_return"], ref["expert_return_std"])
     assert abs(rand - ref["random_return"]) <= tol(ref["random_return"], ref["random_return_std"]) + 50
     assert ref["expert_return"] > ref["medium_return"] > ref["random_return"]
+
+
+def test_bench_runner_locomotion_source(fake_policies):
+    """A suite can name ``{source: locomotion, ...}``: the runner's source is generate_locomotion itself."""
+    from privsynth.evaluation.runner import _DATASET_SOURCES
+
+    spec = dict(env="halfcheetah", kind="random", steps=150, seed=2, policy_root=str(fake_policies))
+    a = _DATASET_SOURCES["locomotion"](**spec)
+    b = generate_locomotion(LocomotionConfig(**spec), progress=False)
+    np.testing.assert_array_equal(a.observations, b.observations)
+    assert a.n_transitions == 150 and a.info.env_id == "HalfCheetah-v5"
 
 
 @pytest.mark.skipif(not SHIPPED, reason="no shipped HalfCheetah policy")

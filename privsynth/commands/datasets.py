@@ -10,11 +10,14 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
 from privsynth.errors import InvalidData, PrivsynthError
+
+if TYPE_CHECKING:
+    from privsynth.data.dataset import OfflineDataset
 
 NPZ_KEYS = ("observations", "actions", "rewards", "next_observations", "terminals")
 
@@ -97,67 +100,49 @@ def _fmt_score(x: Any) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- make
-def _make_pointmaze(args: argparse.Namespace) -> int:
+def _generate_and_write(args: argparse.Namespace, cfg: Any,
+                        generate: Callable[..., OfflineDataset]) -> tuple[OfflineDataset, str]:
+    """Resolve the id (refusing to overwrite unless asked), generate, write; prints the path and the size line."""
     from privsynth.data import minari_io
-    from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze
 
-    cfg = PointMazeConfig(
-        maze=args.maze,
-        steps=args.steps,
-        seed=args.seed,
-        dense=args.dense,
-        action_noise=args.action_noise,
-        ref_episodes=args.ref_episodes,
-    )
     dataset_id = minari_io.resolve_id(args.name or cfg.dataset_name, for_write=True)
     if minari_io.dataset_exists(dataset_id) and not args.overwrite:
         raise PrivsynthError(f"dataset '{dataset_id}' already exists; pass --overwrite to replace it")
     cfg.name = dataset_id
     t0 = time.perf_counter()
-    ds = generate_pointmaze(cfg, progress=not args.quiet)
+    ds = generate(cfg, progress=not args.quiet)
     t1 = time.perf_counter()
     path = minari_io.write_dataset(ds, dataset_id, overwrite=args.overwrite)
-    t2 = time.perf_counter()
     s = ds.summary()
     print(f"wrote {dataset_id} -> {path}")
-    print(
-        f"  {s['episodes']} episodes, {s['transitions']} transitions, obs {s['obs_dim']} / act {s['act_dim']} dims, "
-        f"mean episode length {s['episode_length_mean']:.1f}, mean return {s['episode_return_mean']:.3f}"
-    )
-    print(
-        f"  reference scores on {ds.info.env_id} (fixed goal, {ds.info.env_kwargs['max_episode_steps']} steps): "
-        f"random {_fmt_score(ds.info.ref_min_score)}, expert {_fmt_score(ds.info.ref_max_score)}"
-    )
-    print(f"  collected + reference scores in {t1 - t0:.1f} s, written in {t2 - t1:.1f} s")
+    has_refs = ds.info.ref_min_score is not None and ds.info.ref_max_score is not None
+    normalised = f" (normalised {ds.normalized_score(s['episode_return_mean']):.1f})" if has_refs else ""
+    print(f"  {s['episodes']} episodes, {s['transitions']} transitions, obs {s['obs_dim']} / act {s['act_dim']} dims, "
+          f"mean episode length {s['episode_length_mean']:.1f}, mean return {s['episode_return_mean']:.3f}{normalised}")
+    timing = f"generated in {t1 - t0:.1f} s, written in {time.perf_counter() - t1:.1f} s"
+    return ds, timing
+
+
+def _make_pointmaze(args: argparse.Namespace) -> int:
+    from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze
+
+    cfg = PointMazeConfig(maze=args.maze, steps=args.steps, seed=args.seed, dense=args.dense,
+                          action_noise=args.action_noise, ref_episodes=args.ref_episodes)
+    ds, timing = _generate_and_write(args, cfg, generate_pointmaze)
+    print(f"  reference scores on {ds.info.env_id} (fixed goal, {ds.info.env_kwargs['max_episode_steps']} steps): "
+          f"random {_fmt_score(ds.info.ref_min_score)}, expert {_fmt_score(ds.info.ref_max_score)}")
+    print(f"  {timing} (collection includes the reference scores)")
     return 0
 
 
 def _make_locomotion(args: argparse.Namespace) -> int:
-    from privsynth.data import minari_io
     from privsynth.data.locomotion.generate import LocomotionConfig, generate_locomotion
 
     cfg = LocomotionConfig(env=args.env, kind=args.kind, steps=args.steps, seed=args.seed)
-    dataset_id = minari_io.resolve_id(args.name or cfg.dataset_name, for_write=True)
-    if minari_io.dataset_exists(dataset_id) and not args.overwrite:
-        raise PrivsynthError(f"dataset '{dataset_id}' already exists; pass --overwrite to replace it")
-    cfg.name = dataset_id
-    t0 = time.perf_counter()
-    ds = generate_locomotion(cfg, progress=not args.quiet)
-    t1 = time.perf_counter()
-    path = minari_io.write_dataset(ds, dataset_id, overwrite=args.overwrite)
-    t2 = time.perf_counter()
-    s = ds.summary()
-    print(f"wrote {dataset_id} -> {path}")
-    print(
-        f"  {s['episodes']} episodes, {s['transitions']} transitions, obs {s['obs_dim']} / act {s['act_dim']} dims, "
-        f"mean episode return {s['episode_return_mean']:.1f} "
-        f"(normalised {ds.normalized_score(s['episode_return_mean']):.1f})"
-    )
-    print(
-        f"  reference scores on {ds.info.env_id}: random {_fmt_score(ds.info.ref_min_score)}, "
-        f"expert {_fmt_score(ds.info.ref_max_score)}"
-    )
-    print(f"  collected in {t1 - t0:.1f} s, written in {t2 - t1:.1f} s")
+    ds, timing = _generate_and_write(args, cfg, generate_locomotion)
+    print(f"  reference scores on {ds.info.env_id}: random {_fmt_score(ds.info.ref_min_score)}, "
+          f"expert {_fmt_score(ds.info.ref_max_score)}")
+    print(f"  {timing}")
     return 0
 
 

@@ -125,6 +125,14 @@ def _pointmaze_dataset(**spec) -> OfflineDataset:
     return generate_pointmaze(PointMazeConfig(**spec), progress=False)
 
 
+@register_dataset_source("locomotion")
+def _locomotion_dataset(**spec) -> OfflineDataset:
+    """``privsynth.data.locomotion.generate_locomotion`` from a shipped SAC policy (env, kind, steps, seed, ...)."""
+    from privsynth.data.locomotion.generate import LocomotionConfig, generate_locomotion  # data helper
+
+    return generate_locomotion(LocomotionConfig(**spec), progress=False)
+
+
 @register_dataset_source("minari")
 def _minari_dataset(dataset_id: str, **_) -> OfflineDataset:
     from privsynth.data import minari_io  # data helper

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 
 from privsynth.data.dataset import OfflineDataset
+from privsynth.errors import InvalidData, SpaceMismatch
 
-__all__ = ["Synthesizer", "Unit"]
+__all__ = ["Synthesizer", "NetworkSynthesizer", "Unit"]
 
 Unit = Literal["transition", "trajectory"]
 
@@ -51,3 +52,32 @@ class Synthesizer(ABC):
     def ledger(self) -> Any:
         """The privacy ledger of everything sensitive this synthesizer has seen (None before fine-tuning)."""
         return getattr(self, "_ledger", None)
+
+
+class NetworkSynthesizer(Synthesizer):
+    """A synthesizer with one torch network ``model``, its EMA copy ``ema`` and fixed obs/action dims.
+
+    Shared by the transition (PrivORL-n) and trajectory (PrivORL-j) diffusion synthesizers."""
+
+    model: Any = None
+    ema: Any = None
+    obs_dim: int | None = None
+    act_dim: int | None = None
+
+    def _check_dims(self, ds: OfflineDataset) -> None:
+        """Refuse a dataset whose spaces differ from the ones the network was built for."""
+        if (ds.obs_dim, ds.act_dim) != (self.obs_dim, self.act_dim):
+            raise SpaceMismatch(
+                f"dataset '{ds.info.name}' has obs/action dims {ds.obs_dim}/{ds.act_dim} but the synthesizer was "
+                f"built for {self.obs_dim}/{self.act_dim}"
+            )
+
+    def n_parameters(self) -> int:
+        return sum(p.numel() for p in self.model.parameters()) if self.model is not None else 0
+
+    @property
+    def released(self) -> Any:
+        """The EMA model: what is sampled, released and attacked."""
+        if self.ema is None:
+            raise InvalidData("the synthesizer has no weights yet: pre-train, fine-tune or load it first")
+        return self.ema.shadow

@@ -13,7 +13,6 @@ loads the checkpoint from ``model_path``, which on a cluster must be readable fr
 """
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -86,18 +85,9 @@ def sample_sharded(
         "returned": int(rows.shape[0]),
         "nan_rows_dropped": sum(p["nan_rows_dropped"] for p in parts),
         "sampler": used,
-        "sampler_steps": steps or (synth.config.sampler.heun_steps if used == "heun" else synth.config.sampler.steps),
+        "sampler_steps": synth.sampler_steps(used, steps),
         "seconds": time.perf_counter() - t0,
         "seed": base,
         "shards": [{k: p[k] for k in ("index", "seed", "n", "returned", "nan_rows_dropped", "seconds")} for p in parts],
     }
-    info = dataclasses.replace(
-        synth.template,
-        name=name or f"synthetic-{synth.name}",
-        sensitive=False,
-        privacy_card=synth.card(),
-        extra={"synthesizer": synth.name, "sample": dict(synth.last_sample_stats)},
-    )
-    return OfflineDataset.from_transition_matrix(
-        rows, synth.obs_dim, synth.act_dim, info=info, terminal_threshold=synth.config.sampler.terminal_threshold
-    )
+    return synth.rows_to_dataset(rows, name)

@@ -29,7 +29,7 @@ from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.data.normalize import Normalizer, refuse_sensitive
 from privsynth.errors import InvalidData, PrivacyError, SpaceMismatch
 from privsynth.synth.checkpoint import atomic_torch_save, read_checkpoint
-from privsynth.synth.base import Synthesizer, Unit
+from privsynth.synth.base import NetworkSynthesizer, Unit
 from privsynth.synth.config import (
     TrainConfig,
     TransitionSynthConfig,
@@ -104,7 +104,7 @@ def _new_ledger(unit: str, accountant: str, delta: float, public_data: list[str]
     return Ledger(unit=unit, accountant=accountant, delta=delta, public_data=list(public_data))
 
 
-class TransitionSynthesizer(Synthesizer):
+class TransitionSynthesizer(NetworkSynthesizer):
     """PrivORL-n. ``TransitionSynthesizer(cpu_config()).pretrain(public).finetune(sensitive, 10, 1e-5).sample(n)``."""
 
     name = "privorl-n"
@@ -143,23 +143,13 @@ class TransitionSynthesizer(Synthesizer):
             raise SpaceMismatch(f"normaliser has {self.normalizer.dim} columns but transitions have {self.data_dim}")
 
     def _check_data(self, ds: OfflineDataset) -> None:
-        if self.obs_dim is None:
-            return
-        if (ds.obs_dim, ds.act_dim) != (self.obs_dim, self.act_dim):
-            raise SpaceMismatch(
-                f"dataset '{ds.info.name}' has obs/action dims {ds.obs_dim}/{ds.act_dim} but the synthesizer was "
-                f"built for {self.obs_dim}/{self.act_dim}"
-            )
-
-    def n_parameters(self) -> int:
-        return sum(p.numel() for p in self.model.parameters()) if self.model is not None else 0
+        if self.obs_dim is not None:
+            self._check_dims(ds)
 
     @property
     def released(self) -> EDM:
-        """The EMA model: what is sampled, released and attacked."""
-        if self.ema is None:
-            raise InvalidData("the synthesizer has no weights yet: pre-train, fine-tune or load it first")
-        return self.ema.shadow
+        """The EMA EDM model: what is sampled, released and attacked."""
+        return super().released
 
     # ------------------------------------------------------------------------------------------- MIA adapter
     @torch.no_grad()
@@ -559,12 +549,19 @@ class TransitionSynthesizer(Synthesizer):
             "returned": int(rows.shape[0]),
             "nan_rows_dropped": dropped,
             "sampler": used,
-            "sampler_steps": steps
-            or (self.config.sampler.heun_steps if used == "heun" else self.config.sampler.steps),
+            "sampler_steps": self.sampler_steps(used, steps),
             "seconds": seconds,
             "cpu_seconds": cpu,
             "seed": self.config.seed if seed is None else seed,
         }
+        return self.rows_to_dataset(rows, name)
+
+    def sampler_steps(self, method: str, steps: int | None) -> int:
+        """The number of solver steps a sample call with ``method`` / ``steps`` runs."""
+        return steps or (self.config.sampler.heun_steps if method == "heun" else self.config.sampler.steps)
+
+    def rows_to_dataset(self, rows: np.ndarray, name: str | None = None) -> OfflineDataset:
+        """Un-normalised sampled rows -> a releasable dataset carrying the card and ``last_sample_stats``."""
         assert self.template is not None
         info = dataclasses.replace(
             self.template,

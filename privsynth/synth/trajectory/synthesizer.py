@@ -36,7 +36,7 @@ from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.data.normalize import Normalizer, refuse_sensitive
 from privsynth.errors import InvalidData, PrivacyError, SpaceMismatch
 from privsynth.synth.checkpoint import atomic_torch_save, read_checkpoint
-from privsynth.synth.base import Synthesizer, Unit
+from privsynth.synth.base import NetworkSynthesizer, Unit
 from privsynth.synth.curiosity import RND, CuriosityMixer
 from privsynth.synth.ema import EMA
 from privsynth.synth.trajectory.config import (
@@ -114,7 +114,7 @@ class TrajectoryLoss(nn.Module):
         return (per_fragment * sel_valid).sum(1)
 
 
-class TrajectorySynthesizer(Synthesizer):
+class TrajectorySynthesizer(NetworkSynthesizer):
     """``TrajectorySynthesizer(cpu_config()).pretrain(public).finetune(sensitive, 10, 1e-5, "trajectory").sample(n)``.
 
     ``sample(n)`` returns ``n`` stitched trajectories (not transitions).
@@ -162,21 +162,7 @@ class TrajectorySynthesizer(Synthesizer):
     def _check(self, ds: OfflineDataset) -> None:
         if self.model is None:
             self._build(ds.obs_dim, ds.act_dim, ds.info)
-        if (ds.obs_dim, ds.act_dim) != (self.obs_dim, self.act_dim):
-            raise SpaceMismatch(
-                f"dataset '{ds.info.name}' has obs/action dims {ds.obs_dim}/{ds.act_dim} but the synthesizer was "
-                f"built for {self.obs_dim}/{self.act_dim}"
-            )
-
-    def n_parameters(self) -> int:
-        return sum(p.numel() for p in self.model.parameters()) if self.model is not None else 0
-
-    @property
-    def released(self) -> nn.Module:
-        """The EMA model: what is sampled, released and attacked."""
-        if self.ema is None:
-            raise InvalidData("the synthesizer has no weights yet: pre-train, fine-tune or load it first")
-        return self.ema.shadow
+        self._check_dims(ds)
 
     def model_rows(self, ds: OfflineDataset) -> np.ndarray:
         """[N, D] model-space rows of ``ds``: normalised transition matrix plus the end-of-trajectory flag."""
