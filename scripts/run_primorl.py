@@ -19,8 +19,8 @@ import torch
 
 from privsynth.methods.primorl.data import PendulumDataConfig, make_pendulum_dataset
 from privsynth.methods.primorl.dynamics import TDPConfig
-from privsynth.methods.primorl.pipeline import (PriMORLConfig, generate_trajectories, release_synthetic, run_on_synthetic,
-                                                run_primorl)
+from privsynth.methods.primorl.pipeline import (PriMORLConfig, generate_trajectories, release_synthetic, run_mopo_reference,
+                                                run_on_synthetic, run_primorl)
 from privsynth.methods.primorl.pessimistic_mdp import PessimismConfig
 from privsynth.methods.primorl.sac import SACConfig
 
@@ -44,11 +44,17 @@ def run_seed(args: argparse.Namespace) -> None:
     for arm in args.arms.split(","):
         cfg = dataclasses.replace(_config(args, arm), seed=args.seed)
         t0 = time.time()
-        run = run_primorl(ds, cfg, progress=args.progress)
+        if arm == "mopo":
+            run = run_mopo_reference(ds, cfg, model_steps=args.mopo_steps, progress=args.progress)
+        else:
+            run = run_primorl(ds, cfg, progress=args.progress)
+        tdp = run.tdp
         rec = {"arm": arm + args.tag, "lam": args.lam, "seed": args.seed, "episodes": args.episodes, "epsilon": run.epsilon,
-               "noise_multiplier": run.tdp.noise_multiplier, "sample_rate": cfg.tdp.sample_rate,
-               "rounds": cfg.tdp.rounds, "delta": cfg.tdp.delta, "clip_norm": cfg.tdp.clip_norm,
-               "final_return": run.sac.final_return(5), "history": run.sac.history, "model_history": run.tdp.history,
+               "noise_multiplier": tdp.noise_multiplier if tdp else None, "sample_rate": cfg.tdp.sample_rate if tdp else None,
+               "rounds": cfg.tdp.rounds if tdp else None, "delta": cfg.tdp.delta, "clip_norm": cfg.tdp.clip_norm if tdp else None,
+               "model_steps": None if tdp else args.mopo_steps,
+               "final_return": run.sac.final_return(5), "history": run.sac.history,
+               "model_history": tdp.history if tdp else [],
                "seconds": time.time() - t0, "config": cfg.to_dict()}
         (OUT / "runs" / f"{arm}{args.tag}_s{args.seed}.json").write_text(json.dumps(rec, indent=1, default=str))
         print(arm, args.seed, rec["epsilon"], rec["final_return"], rec["seconds"], flush=True)
@@ -67,6 +73,10 @@ def run_seed(args: argparse.Namespace) -> None:
             print("consumer", args.seed, crec["final_return"], flush=True)
 
 
+def _g(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3g}"
+
+
 def summarize() -> None:
     runs = [json.loads(p.read_text()) for p in sorted((OUT / "runs").glob("*.json"))]
     by: dict[str, dict[int, dict]] = {}
@@ -81,8 +91,8 @@ def summarize() -> None:
              "| arm | seed | ε (RDP, δ=1e-5) | z | q | T | return | minutes |", "|---|---|---|---|---|---|---|---|"]
     for arm in sorted(by):
         for s, r in sorted(by[arm].items()):
-            lines.append(f"| {arm} | {s} | {r['epsilon']:.3g} | {r.get('noise_multiplier', float('nan')):.3g} | "
-                         f"{r.get('sample_rate', float('nan')):.3g} | {r.get('rounds', '')} | {r['final_return']:.1f} | "
+            lines.append(f"| {arm} | {s} | {r['epsilon']:.3g} | {_g(r.get('noise_multiplier'))} | "
+                         f"{_g(r.get('sample_rate'))} | {r.get('rounds') or ''} | {r['final_return']:.1f} | "
                          f"{r['seconds'] / 60:.1f} |")
     lines.append("")
     for ref in sorted(a for a in by if a.startswith("no_privacy")):
@@ -112,12 +122,14 @@ def summarize() -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--arms", default="high,no_privacy")
+    p.add_argument("--arms", default="high,no_privacy,mopo",
+                   help="high (ε-calibrated), no_privacy (z = 0, clipping on), mopo (plain non-private ensemble)")
     p.add_argument("--episodes", type=int, default=3000, help="K (paper: ~30k)")
     p.add_argument("--data-seed", type=int, default=0)
     p.add_argument("--expected-batch", type=float, default=30.0, help="qK (paper: ~30)")
     p.add_argument("--rounds", type=int, default=700, help="T (paper: ~7000 = 7 passes at q = 1e-3)")
     p.add_argument("--epsilon", type=float, default=5.0, help="target ε of the HIGH arm (paper: 5.1)")
+    p.add_argument("--mopo-steps", type=int, default=16_000, help="model steps of the MOPO-style reference arm")
     p.add_argument("--sac-epochs", type=int, default=40)
     p.add_argument("--sac-steps", type=int, default=250)
     p.add_argument("--lam", type=float, default=2.0, help="penalty weight λ (paper: 2 for Pendulum)")

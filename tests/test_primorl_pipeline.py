@@ -49,3 +49,38 @@ def test_no_privacy_run_cannot_be_released(sensitive_id, tmp_path):
     code = main(["primorl", "train", sensitive_id, "--out", str(tmp_path / "np"), "--epsilon-budget", "100",
                  "--no-privacy", *TINY])
     assert code == 2 and not (tmp_path / "np").exists()
+
+
+def test_mopo_reference_is_unreleasable_and_policy_sees_only_the_model(monkeypatch):
+    """The non-private reference fits the ensemble on the train split only, hands the policy stage the model (never
+    the data), and has no ledger and ε = ∞, so nothing from it can go through the release guard."""
+    import privsynth.methods.primorl.pipeline as pl
+    from privsynth.methods.primorl.data import PendulumDataConfig, make_pendulum_dataset
+    from privsynth.methods.primorl.pessimistic_mdp import PessimisticMDP
+    from privsynth.methods.primorl.sac import SACConfig
+
+    ds = make_pendulum_dataset(PendulumDataConfig(episodes=40, seed=1))
+    seen: dict = {}
+    fit = pl.train_ensemble_nonprivate
+
+    def spy_fit(data, model, **kw):
+        seen["rows"] = int(data.lengths.sum())
+        return fit(data, model, **kw)
+
+    stage = pl._policy_stage
+
+    def spy_stage(model, info, cfg, progress):
+        seen["stage_args"] = (type(model).__name__, type(info).__name__)
+        mdp, sac = stage(model, info, cfg, progress)
+        seen["mdp"] = mdp
+        return mdp, sac
+
+    monkeypatch.setattr(pl, "train_ensemble_nonprivate", spy_fit)
+    monkeypatch.setattr(pl, "_policy_stage", spy_stage)
+    cfg = pl.PriMORLConfig(sac=SACConfig(epochs=1, steps_per_epoch=2, rollout_batch=8, horizon=3), eval_episodes=1,
+                           public_fraction=0.1)
+    run = pl.run_mopo_reference(ds, cfg, model_steps=3, batch=16)
+    train, _ = ds.split_episodes(0.9, seed=0)
+    assert seen["rows"] == train.n_transitions < ds.n_transitions  # the public split is not trained on
+    assert seen["stage_args"] == ("GaussianEnsemble", "DatasetInfo") and isinstance(seen["mdp"], PessimisticMDP)
+    assert run.ledger is None and run.epsilon == float("inf")

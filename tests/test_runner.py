@@ -212,3 +212,30 @@ def test_kind_may_be_an_importable_function(tmp_path):
     res = run_suite(suite, progress=False, log=lambda _: None)
     assert res["ran"] == 1 and collect_records(suite)[0]["result"]["value"] == 5
     assert res["failed"] == 1 and "cannot import" in res["failures"][0]["error"]
+
+
+def test_needs_where_fixes_upstream_keys(tmp_path):
+    """Several upstream cells agree on ``match``: ``where`` picks one by fixed values, else the plan refuses."""
+    body = """
+    name: w
+    workers: 1
+    datasets: {}
+    stages:
+      - name: make
+        kind: echo
+        grid: {epsilon: [1.0], seed: [0, 1]}
+        params: {value: 3}
+      - name: use
+        kind: echo
+        needs: {stage: make, match: [epsilon]%s}
+        grid: {epsilon: [1.0], seed: [0, 1, 2]}
+    """
+    ok = write_suite(tmp_path, body % ", where: {seed: 1}", name="w")
+    out = run_suite(ok, progress=False, log=lambda _: None)
+    assert out["ran"] == 5 and out["failed"] == 0
+    make = {r["id"]: r["params"]["seed"] for r in collect_records(ok, stage="make")}
+    assert {make[r["upstream"]] for r in collect_records(ok, stage="use")} == {1}
+    (tmp_path / "bad").mkdir()
+    bad = write_suite(tmp_path / "bad", body % "", name="w")
+    with pytest.raises(InvalidData, match="add keys to 'match'"):
+        run_suite(bad, progress=False, log=lambda _: None)

@@ -165,7 +165,7 @@ class Stage:
     kind: str
     grid: dict[str, list[Any]] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
-    needs: dict[str, Any] | None = None  # {"stage": NAME, "match": [keys], "optional": bool}
+    needs: dict[str, Any] | None = None  # {"stage": NAME, "match": [keys], "where": {key: value}, "optional": bool}
     name: str = ""
     cases: list[dict[str, Any]] = field(default_factory=lambda: [{}])  # zipped settings, crossed with the grid
     cpus: float = 1.0  # CPUs one cell needs (the Ray executor reserves them; not part of the cell id)
@@ -433,9 +433,10 @@ def _plan_stage(suite: Suite, stage: Stage, finished: dict[str, list[dict[str, A
     for params in expand_stage(stage):
         upstream = None
         if stage.needs:
-            match = stage.needs.get("match", [])
+            match, where = stage.needs.get("match", []), stage.needs.get("where", {})
             cands = [r for r in finished.get(stage.needs["stage"], [])
-                     if all(r["params"].get(k) == params.get(k) for k in match)]
+                     if all(r["params"].get(k) == params.get(k) for k in match)
+                     and all(r["params"].get(k) == v for k, v in where.items())]
             if not cands and not stage.needs.get("optional", False):
                 blocked += 1
                 continue

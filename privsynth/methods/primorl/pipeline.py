@@ -33,8 +33,8 @@ from privsynth.methods.primorl.sac import SACConfig, SACPolicy, SACResult, train
 from privsynth.privacy.guard import guarded_write
 from privsynth.privacy.ledger import Ledger
 
-__all__ = ["PriMORLConfig", "PriMORLRun", "run_primorl", "run_on_synthetic", "generate_trajectories",
-           "release_synthetic", "evaluate_policy", "build_model"]
+__all__ = ["PriMORLConfig", "PriMORLRun", "run_primorl", "run_mopo_reference", "run_on_synthetic",
+           "generate_trajectories", "release_synthetic", "evaluate_policy", "build_model"]
 
 
 @dataclass
@@ -129,6 +129,23 @@ def run_primorl(sensitive: OfflineDataset, cfg: PriMORLConfig = PriMORLConfig(),
         ledger.append(res.event)
     mdp, sac = _policy_stage(model, sensitive.info, cfg, progress)
     return PriMORLRun(model, mdp, sac, ledger, res.epsilon, res)
+
+
+def run_mopo_reference(sensitive: OfflineDataset, cfg: PriMORLConfig = PriMORLConfig(), *, model_steps: int = 16_000,
+                       batch: int = 256, progress: bool = False) -> PriMORLRun:
+    """The non-private MOPO-style reference of the paper's Table 3 (ε = ∞; nothing from it can be released).
+
+    The same ensemble and public scales as :func:`run_primorl`, fitted by plain minibatch maximum likelihood on the
+    training transitions with independent batches per member (MOPO's diversity; PriMORL's members must share one
+    Poisson sample), then the same policy stage (starts from ρ0 and model states, no real transitions in SAC).
+    The default ``model_steps`` x ``batch`` is about the number of transitions PriMORL's T = 700 rounds visit."""
+    train, public = sensitive.split_episodes(1.0 - cfg.public_fraction, seed=cfg.seed)
+    model = build_model(sensitive.info, public, cfg.ensemble, cfg.seed)
+    train_ensemble_nonprivate(TrajectoryTensors.from_dataset(train, model), model, steps=model_steps, batch=batch,
+                              seed=cfg.seed, progress=progress)
+    del train
+    mdp, sac = _policy_stage(model, sensitive.info, cfg, progress)
+    return PriMORLRun(model, mdp, sac, None, float("inf"))
 
 
 def run_on_synthetic(synthetic: OfflineDataset, cfg: PriMORLConfig = PriMORLConfig(), *, model_steps: int = 3000,
