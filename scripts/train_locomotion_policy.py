@@ -64,6 +64,12 @@ def finalize(args: argparse.Namespace, env_id: str, out: Path, snapshots: list[d
             "medium_return_std": float(med_r.std()),
         },
     }
+    if args.prune:
+        unused = [s for s in snapshots if medium["step"] < s["step"] != expert["step"]]
+        for s in unused:
+            (out / s["file"]).unlink(missing_ok=True)
+        card["pruned"] = ("snapshots between the medium and expert steps and after the expert step are not shipped "
+                          "(no dataset kind uses them); their scores stay listed")
     (out / "card.json").write_text(json.dumps(card, indent=1) + "\n")
     write_card_readme(card, out)
     print(json.dumps({k: card[k] for k in ("steps_trained", "levels", "reference")}, indent=1))
@@ -81,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--medium-frac", type=float, default=0.4)
     ap.add_argument("--ref-episodes", type=int, default=5)
     ap.add_argument("--out", default=None, help="default pretrained/locomotion/<env>")
+    ap.add_argument("--prune", action="store_true",
+                    help="delete the snapshots no dataset kind uses (after the medium step, except the expert)")
     ap.add_argument("--finalize-only", action="store_true",
                     help="no training: re-pick the levels and re-measure the references from an existing card")
     args = ap.parse_args(argv)
