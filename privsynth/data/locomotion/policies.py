@@ -84,10 +84,16 @@ def rollout_returns(
     return out
 
 
+# D4RL's reference returns (random, expert) for the v2 MuJoCo tasks, quoted for comparison on the cards only.
+D4RL_REFERENCE: dict[str, tuple[float, float]] = {"halfcheetah": (-280.2, 12135.0), "hopper": (-20.3, 3234.3),
+                                                  "walker2d": (1.6, 4592.3)}
+
+
 def write_card_readme(card: dict[str, Any], out: Path) -> Path:
     """``README.md`` beside ``card.json``: the card in words (what was trained, how, and the measured returns)."""
     ref, lv = card["reference"], card["levels"]
     snaps = "\n".join(f"| {s['step']} | {s['eval_return']:.1f} |" for s in card["snapshots"])
+    d4rl_random, d4rl_expert = D4RL_REFERENCE[card["env"]]
     text = f"""# SAC behaviour policy: {card['env_id']}
 
 Trained by `{card['command']}` (seed {card['seed']}) for **{card['steps_trained']} environment steps**
@@ -102,8 +108,8 @@ Levels used by `privsynth datasets make locomotion --env {card['env']}`:
 | medium (earlier snapshot closest to {lv['medium_frac']} × best) | {lv['medium']} | {ref['medium_return']:.1f} ± {ref['medium_return_std']:.1f} |
 | expert (best snapshot) | {lv['expert']} | {ref['expert_return']:.1f} ± {ref['expert_return_std']:.1f} |
 
-These are *our* levels, far below D4RL's (D4RL halfcheetah expert ≈ 12135, random ≈ -280): the policy was trained for
-minutes, not days. Datasets record random/expert here as `ref_min_score`/`ref_max_score`, so normalised scores are
+These are *our* levels, below D4RL's ({card['env']}: random ≈ {d4rl_random:g}, expert ≈ {d4rl_expert:g}): the policy was
+trained for minutes, not days. Datasets record random/expert here as `ref_min_score`/`ref_max_score`, so normalised scores are
 relative to this policy, not comparable with D4RL's numbers.
 
 Per-snapshot score during training (one deterministic episode, seed 10000, float32 weights):
