@@ -75,6 +75,29 @@ class NetworkSynthesizer(Synthesizer):
     def n_parameters(self) -> int:
         return sum(p.numel() for p in self.model.parameters()) if self.model is not None else 0
 
+    def _build(self, obs_dim: int, act_dim: int, template: Any) -> None:
+        raise NotImplementedError
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        """Fill a fresh instance from a checkpoint dict: normaliser, network built for the saved dims, EMA and model
+        weights (float32; a checkpoint without model weights starts from its EMA), ledger, public data, history."""
+        from privsynth.data.dataset import DatasetInfo
+        from privsynth.data.normalize import Normalizer
+        from privsynth.privacy.ledger import Ledger
+
+        if state["normalizer"] is not None:
+            self.normalizer = Normalizer.from_dict(state["normalizer"])
+        self._build(*state["dims"], DatasetInfo.from_dict(state["template"] or {}))
+        assert self.model is not None and self.ema is not None
+        as_float = lambda sd: {k: v.float() if v.is_floating_point() else v for k, v in sd.items()}  # noqa: E731
+        ema_state = as_float(state["ema"])
+        self.ema.shadow.load_state_dict(ema_state)
+        self.model.load_state_dict(ema_state if state["model"] is None else as_float(state["model"]))
+        if state["ledger"] is not None:
+            self._ledger = Ledger.from_json(state["ledger"])
+        self.public_data = list(state.get("public_data", []))
+        self.history = list(state.get("history", []))
+
     @property
     def released(self) -> Any:
         """The EMA model: what is sampled, released and attacked."""

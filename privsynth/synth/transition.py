@@ -634,23 +634,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
         """Inverse of :meth:`save`. A file saved with ``ema_only`` starts fine-tuning from its EMA weights."""
         state = read_checkpoint(path, FORMAT, "transition-synthesizer")
         synth = cls(config_from_dict(state["config"]))
-        if state["normalizer"] is not None:
-            synth.normalizer = Normalizer.from_dict(state["normalizer"])
-        obs_dim, act_dim = state["dims"]
-        synth._build(obs_dim, act_dim, DatasetInfo.from_dict(state["template"] or {}))
-        assert synth.model is not None and synth.ema is not None
-        ema_state = {k: v.float() if v.is_floating_point() else v for k, v in state["ema"].items()}
-        synth.ema.shadow.load_state_dict(ema_state)
-        model_state = state["model"]
-        if model_state is None:
-            model_state = ema_state
-        synth.model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in model_state.items()})
-        if state["ledger"] is not None:
-            from privsynth.privacy.ledger import Ledger
-
-            synth._ledger = Ledger.from_json(state["ledger"])
-        synth.public_data = list(state.get("public_data", []))
-        synth.history = list(state.get("history", []))
+        synth._restore(state)
         synth.nonprivate_finetunes = int(state.get("nonprivate_finetunes", 0))
         synth.discrete_values = {int(k): list(v) for k, v in state.get("discrete_values", {}).items()}
         return synth

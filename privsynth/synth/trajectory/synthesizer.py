@@ -447,16 +447,5 @@ class TrajectorySynthesizer(NetworkSynthesizer):
     def load(cls, path: str | Path) -> "TrajectorySynthesizer":
         state = read_checkpoint(path, FORMAT, "trajectory-synthesizer")
         synth = cls(traj_config_from_dict(state["config"]))
-        if state["normalizer"] is not None:
-            synth.normalizer = Normalizer.from_dict(state["normalizer"])
-        synth._build(*state["dims"], DatasetInfo.from_dict(state["template"] or {}))
-        assert synth.model is not None and synth.ema is not None
-        synth.model.load_state_dict(state["model"])
-        synth.ema.shadow.load_state_dict(state["ema"])
-        if state["ledger"] is not None:
-            from privsynth.privacy.ledger import Ledger
-
-            synth._ledger = Ledger.from_json(state["ledger"])
-        synth.public_data = list(state.get("public_data", []))
-        synth.history = list(state.get("history", []))
+        synth._restore(state)
         return synth
