@@ -62,7 +62,7 @@ def _scenarios(init_seed_offset: int = 0) -> dict:
         # a calibrated private run: Poisson batches of expected size 6 over 24 units, 8 steps
         model = _model()
         cfg = DPSGDConfig(target_epsilon=3.0, delta=1e-3, epochs=2, batch_size=6, max_grad_norm=CLIP,
-                          grad_sample_mode=mode, seed=11)
+                          grad_sample_mode=mode, noise_seed=11)
         res = dp_train(model, items, cfg, make_optimizer=lambda ps: torch.optim.SGD(ps, lr=0.1))
         out[f"private/{mode}"] = {
             "noise_multiplier": res.noise_multiplier, "sample_rate": res.sample_rate, "steps": res.steps,
@@ -72,7 +72,7 @@ def _scenarios(init_seed_offset: int = 0) -> dict:
         }
         # expected batch 1: most steps leave one rank (or both) with no unit, which must still join the all-reduce
         model = _model()
-        cfg = DPSGDConfig(delta=1e-3, epochs=0.5, batch_size=1, max_grad_norm=CLIP, grad_sample_mode=mode, seed=5,
+        cfg = DPSGDConfig(delta=1e-3, epochs=0.5, batch_size=1, max_grad_norm=CLIP, grad_sample_mode=mode, noise_seed=5,
                           noise_multiplier=1.0)
         res = dp_train(model, items, cfg, make_optimizer=lambda ps: torch.optim.SGD(ps, lr=0.1))
         out[f"sparse/{mode}"] = {"batch_sizes": res.batch_sizes, "weights": [p.detach().clone() for p in model.parameters()]}
@@ -161,7 +161,7 @@ def test_noise_is_really_added(one_process):
     items = _data()
     model = _model()
     cfg = DPSGDConfig(target_epsilon=3.0, delta=1e-3, epochs=2, batch_size=6, max_grad_norm=CLIP, grad_sample_mode="bk",
-                      seed=11, noise_multiplier=0.0)
+                      noise_seed=11, noise_multiplier=0.0)
     dp_train(model, items, cfg, make_optimizer=lambda ps: torch.optim.SGD(ps, lr=0.1))
     diff = max(float((a - p.detach()).abs().max()) for a, p in zip(one_process["private/bk"]["weights"], model.parameters()))
     assert diff > 1e-2

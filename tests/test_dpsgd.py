@@ -106,7 +106,7 @@ def test_spent_epsilon_matches_accountant_and_module_is_left_plain(mode):
     x = torch.randn(400, 6)
     model = StepLoss()
     keys = list(model.state_dict())
-    cfg = DPSGDConfig(target_epsilon=3.0, delta=1e-4, epochs=2, batch_size=20, grad_sample_mode=mode, seed=3)
+    cfg = DPSGDConfig(target_epsilon=3.0, delta=1e-4, epochs=2, batch_size=20, grad_sample_mode=mode, noise_seed=3)
     steps_seen = []
     res = dp_train(model, (x,), cfg, on_step=lambda s, loss: steps_seen.append(s))
     q = 20 / 400

@@ -92,7 +92,7 @@ def _audit(args: argparse.Namespace) -> int:
 
     cfg = DPSGDConfig(target_epsilon=args.target_epsilon, delta=args.delta, epochs=args.epochs,
                       batch_size=args.batch_size, grad_sample_mode=args.mode, accountant=args.accountant,
-                      noise_multiplier=args.noise_multiplier, seed=args.seed)
+                      noise_multiplier=args.noise_multiplier)  # noise from OS entropy; --seed picks the canaries
     claimed = args.claimed_epsilon
     if claimed is None and args.noise_multiplier == 0:
         claimed = args.target_epsilon  # a noiseless run still "claims" the target: does the audit notice?

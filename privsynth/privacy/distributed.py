@@ -3,7 +3,8 @@
 :func:`privsynth.privacy.dpsgd.dp_train` calls into this module when ``torch.distributed`` is initialised with more
 than one rank; with one process nothing here runs. The scheme (Abadi et al. 2016, Algorithm 1, split by data):
 
-1. **One Poisson draw per step, shared.** Every rank holds the same items and the same seeded generator, so every
+1. **One Poisson draw per step, shared.** Every rank holds the same items and the same generator (keyed by rank 0
+   from OS entropy and broadcast, :func:`broadcast_key`), so every
    rank draws the *same* mask over all N units with rate q = B / N. The sampled units are dealt round-robin
    (``idx[rank::world]``): each sampled unit is used by exactly one rank, each unit is sampled once per step with the
    unchanged rate q, and the accountant sees exactly the single-process (σ, q, steps).
@@ -101,6 +102,13 @@ def check_agreement(values: Sequence[float], what: str) -> None:
     bad = ~torch.isclose(lo, hi, rtol=1e-9, atol=0.0)
     if bool(bad.any()):
         raise PrivacyError(f"ranks disagree on {what}: every rank needs the same data, seed and settings")
+
+
+def broadcast_key(key: int, src: int = 0) -> int:
+    """Rank ``src``'s generator key, on every rank (the shared mask and noise need one key; it is never recorded)."""
+    t = torch.tensor([int(key)], dtype=torch.int64, device=_comm_device())
+    dist.broadcast(t, src=src)
+    return int(t.item())
 
 
 def broadcast_parameters(params: Sequence[torch.Tensor], src: int = 0) -> None:

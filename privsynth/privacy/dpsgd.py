@@ -16,8 +16,12 @@ by privacy unit, and a :class:`DPSGDConfig` in; trained weights (in place) and a
   (Σ clipped + N(0, σ²C²I)) / batch_size, then the user's optimizer step.
 * **Accounting.** Every step is recorded in an Opacus accountant; after training the spent ε is computed from that
   history with the chosen accountant and checked against the target.
+* **Randomness.** The Poisson masks and the noise come from one generator keyed by OS entropy
+  (:class:`~privsynth.privacy.noise.NoiseSource`); nothing written on a card or config determines them. ``noise_seed``
+  makes them reproducible for tests and benchmarks only: the ledger event is then tagged ``noise="reproducible"``,
+  the card says "NOT DP" and the release guard refuses it.
 * **Several processes.** Under ``torchrun`` (``torch.distributed`` initialised, world > 1) the ranks share the Poisson
-  mask and the noise generator, each clips its round-robin share of the sampled units, the clipped sums are
+  mask and the noise generator (rank 0 draws its key and broadcasts it), each clips its round-robin share of the sampled units, the clipped sums are
   all-reduced and the noise is added once (:mod:`privsynth.privacy.distributed`); q, σ, steps and the ledger event
   are those of one process.
 """
@@ -38,6 +42,7 @@ from privsynth.privacy import accounting as acc
 from privsynth.privacy import distributed as dist_dp
 from privsynth.privacy.fastclip import BookKeepingClipper, supported
 from privsynth.privacy.ledger import UNITS, LedgerEvent
+from privsynth.privacy.noise import NoiseSource
 
 __all__ = ["DPSGDConfig", "DPTrainResult", "dp_train", "GRAD_SAMPLE_MODES"]
 
@@ -57,7 +62,9 @@ class DPSGDConfig:
     accountant: str = "rdp"  # "rdp" | "prv" | "pld"
     grad_sample_mode: str = "ghost"  # "ghost" | "hooks" | "bk" | "auto"
     noise_multiplier: float | None = None  # None: calibrate from target_epsilon; a float overrides calibration
-    seed: int = 0  # seeds Poisson sampling and the DP noise (the module's own randomness uses torch's global RNG)
+    # None (default): Poisson masks and noise from OS entropy. An int: reproducible, for tests and benchmarks only;
+    # the ledger then marks the run "NOT DP: noise reproducible" and the release guard refuses it.
+    noise_seed: int | None = None
 
     def validate(self) -> None:
         acc.check_epsilon(self.target_epsilon, "target epsilon")
@@ -158,12 +165,15 @@ def dp_train(
     group = dist_dp.current_group()
     if group is not None:  # every rank must drive the shared mask and noise identically, from the same weights
         checksum = float(sum(t.double().sum() for t in items if t.is_floating_point()))
-        dist_dp.check_agreement([cfg.seed, n_units, cfg.batch_size, steps, sigma, cfg.max_grad_norm, checksum],
+        dist_dp.check_agreement([n_units, cfg.batch_size, steps, sigma, cfg.max_grad_norm, checksum],
                                 "the DP-SGD configuration or the data")
         dist_dp.broadcast_parameters(params)
     make_optimizer = make_optimizer or (lambda ps: torch.optim.Adam(ps, lr=3e-4))
     optimizer = make_optimizer(params)
-    gen = torch.Generator().manual_seed(cfg.seed)
+    source = NoiseSource(cfg.noise_seed)
+    gen = source.torch_generator()  # masks and noise; secure unless noise_seed was given
+    if group is not None:  # every rank must draw the same masks and the same noise: rank 0's key for all
+        gen.manual_seed(dist_dp.broadcast_key(gen.initial_seed()))
     engine = _Engine(loss_module, optimizer, mode, sigma, cfg.max_grad_norm, cfg.batch_size, gen, group)
 
     from opacus.accountants import RDPAccountant
@@ -237,6 +247,7 @@ def dp_train(
         delta=cfg.delta,
         grad_sample_mode=mode,
         calibrated=calibrated,
+        noise=source.kind,
     ) if sigma > 0 else LedgerEvent.approx_dp(
         description, epsilon=math.inf, delta=0.0, unit=cfg.unit, note="noise disabled: not private"
     )
@@ -387,7 +398,7 @@ class _Engine:
             dist_dp.allreduce_sum_([p.grad for p in self.params])
         for p in self.params:
             if std > 0:
-                noise = torch.randn(p.shape, generator=self.gen, dtype=p.dtype)  # the seeded CPU generator
+                noise = torch.randn(p.shape, generator=self.gen, dtype=p.dtype)  # the NoiseSource's generator
                 p.grad = noise.to(p.device).mul_(std).add_(p.grad)
             p.grad.div_(self.expected_batch)
         self.optimizer.step()

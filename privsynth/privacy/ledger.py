@@ -256,6 +256,20 @@ class Ledger:
             rule += " (delta split between groups; epsilons added)"
         return float(eps), rule
 
+    @property
+    def reproducible_noise(self) -> bool:
+        """True if any event's noise came from a recorded seed (:mod:`privsynth.privacy.noise`): then nothing is DP."""
+        from privsynth.privacy.noise import REPRODUCIBLE
+
+        return any(ev.params.get("noise") == REPRODUCIBLE for ev in self.events)
+
+    @property
+    def private(self) -> bool:
+        """True if the ledger describes a DP release: at least one event, all noise secure, finite ε."""
+        return bool(self.events) and not self.reproducible_noise and all(
+            ev.dp_event is not None or (ev.epsilon is not None and ev.epsilon < float("inf")) for ev in self.events
+        )
+
     def epsilon(self, delta: float | None = None, accountant: str | None = None) -> float:
         """Composed ε at ``delta`` (default: the ledger's δ)."""
         return self.compose(delta, accountant)[0]
@@ -317,16 +331,25 @@ class Ledger:
             p = dpsgd[0].params
             for key in ("noise_multiplier", "max_grad_norm", "sample_rate", "steps"):
                 card[key] = p.get(key)
-        if self.notes:
-            card["notes"] = list(self.notes)
+        notes = list(self.notes)
+        if self.reproducible_noise:
+            from privsynth.privacy.noise import NOT_DP_NOTE
+
+            card["not_dp"] = NOT_DP_NOTE
+            notes.insert(0, NOT_DP_NOTE)
+        if notes:
+            card["notes"] = notes
         return card
 
     def render_markdown(self) -> str:
         c = self.card()
+        guarantee = f"({c['epsilon']:.3g}, {c['delta']:g})-differential privacy"
+        if c.get("not_dp"):
+            guarantee = f"none: {c['not_dp']}"
         lines = [
             "## Privacy card",
             "",
-            f"- **Guarantee**: ({c['epsilon']:.3g}, {c['delta']:g})-differential privacy",
+            f"- **Guarantee**: {guarantee}",
             f"- **Privacy unit**: {c['unit']} (neighbouring datasets: {c['neighbouring_relation']})",
             f"- **Accountant**: {c['accountant']}; composition: {c['composition']}",
             f"- **Public data used**: {', '.join(c['public_data']) or 'none'}",
@@ -339,7 +362,8 @@ class Ledger:
             details = ", ".join(f"{k}={_fmt(v)}" for k, v in row.items() if k not in ("name", "mechanism"))
             lines.append(f"| {i} | {row['name']} | {row['mechanism']} | {details} |")
         for note in c.get("notes", []):
-            lines.append(f"\n{note}")
+            if note != c.get("not_dp"):
+                lines.append(f"\n{note}")
         return "\n".join(lines) + "\n"
 
 
