@@ -185,7 +185,14 @@ def _render(report: dict[str, Any], card_md: str, out: Path) -> str:
         "",
         card_md.strip(),
         "",
-        "## Fidelity (synthetic vs the members it was fine-tuned on)",
+        "## What the card covers, and what it does not",
+        "",
+        "The guarantee above covers the released synthetic dataset and the fine-tuned weights. **Every section below "
+        "marked _internal, not DP_ is computed from the sensitive data without any privacy mechanism** (fidelity "
+        "against the members, RL checks on the members, the membership-inference audit, the t-SNE of the members in "
+        "evaluation.md): it is for the data holder's own assessment and must not be published with the release.",
+        "",
+        "## Fidelity (synthetic vs the members it was fine-tuned on; internal, not DP)",
         "",
         "| metric | value |",
         "|---|---|",
@@ -200,7 +207,7 @@ def _render(report: dict[str, Any], card_md: str, out: Path) -> str:
         syn, real = rl["synthetic"], rl.get("real", {})
         lines += [
             "",
-            f"## RL-aware checks (against the simulator, {rl.get('adapter', '?')} adapter)",
+            f"## RL-aware checks (against the simulator, {rl.get('adapter', '?')} adapter; internal, not DP)",
             "",
             "| check | synthetic | real |",
             "|---|---|---|",
@@ -216,10 +223,10 @@ def _render(report: dict[str, Any], card_md: str, out: Path) -> str:
                      f"| {_num(1 - cov['real_invalid_rate']) if 'real_invalid_rate' in cov else '–'} |")
     agents = report.get("agents")
     if agents:
-        lines += ["", "## Agents (normalised score, real environment)", "", "```", json.dumps(agents, indent=1, default=str)[:3000], "```"]
+        lines += ["", "## Agents (normalised score, real environment; trained on the released data, public)", "", "```", json.dumps(agents, indent=1, default=str)[:3000], "```"]
     lines += [
         "",
-        "## Membership-inference audit (members = fine-tuning records; positive class)",
+        "## Membership-inference audit (members = fine-tuning records; positive class; internal, not DP)",
         "",
         "| attack | AUC | TPR@1% FPR | TPR@10% FPR |",
         "|---|---|---|---|",
@@ -231,7 +238,7 @@ def _render(report: dict[str, Any], card_md: str, out: Path) -> str:
         "",
         "![ROC](audit_roc.png)",
         "",
-        "Full evaluation: [evaluation.md](evaluation.md) (t-SNE, RL-aware checks, per-column scores).",
+        "Full evaluation (internal, not DP): [evaluation.md](evaluation.md) (t-SNE, RL-aware checks, per-column scores).",
         "",
         "## Time (seconds)",
         "",

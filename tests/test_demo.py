@@ -15,6 +15,7 @@ def test_demo_end_to_end_tiny(tmp_path):
     assert 0 < card["epsilon"] <= 10.0
     md = (out / "report.md").read_text()
     assert "Privacy card" in md and "marginal" in md and "loss_ref" in md
+    assert "internal, not DP" in md and "What the card covers" in md
     assert (out / "audit_roc.png").stat().st_size > 0
     # the release is in the demo's own store and carries the same card
     import os
