@@ -1,0 +1,322 @@
+"""The synthesizer registry: every synthesizer by name, built, fitted, sampled and loaded the same way.
+
+In the manner of d3rlpy's ``Config.create()`` and scikit-learn's estimators::
+
+    from privsynth.synth import registry
+    synth = registry.make("privorl-j", preset="cpu")                  # or config=TrajSynthConfig(...), or overrides
+    registry.fit(synth, sensitive, public=[pub], epsilon=10, delta=1e-5, unit="trajectory")
+    ds = registry.sample(synth, n_transitions=50_000)                 # or n_episodes=...; an OfflineDataset either way
+    synth.save("ckpt"); same = registry.load("ckpt")                  # dispatch on the checkpoint's format tag
+
+=================  ============================================================  ========================
+name               what                                                          privacy units
+=================  ============================================================  ========================
+``privorl-n``      EDM diffusion, residual MLP over transitions (PrivORL-n)      transition, trajectory
+``privorl-j``      diffusion transformer over fragments, stitched (PrivORL-j)    trajectory
+``privorl-j-unet`` the same with a temporal U-Net backbone                       trajectory
+``dp-transformer`` autoregressive transformer over fragments                     trajectory
+``pgm``            MST + Private-PGM marginals                                   transition
+``privsyn``        PrivSyn marginals + GUM                                       transition
+``pategan``        PATE-GAN                                                      transition
+``prepategan``     PATE-GAN with a generator pre-trained on public data          transition
+=================  ============================================================  ========================
+
+A new synthesizer is registered with one :class:`Entry`; the conformance suite (``tests/test_registry.py``) and the
+neighbour test then run against it without further code.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from privsynth.data.dataset import OfflineDataset
+from privsynth.errors import InvalidData
+from privsynth.synth.base import Synthesizer
+
+__all__ = ["Entry", "REGISTRY", "names", "entry", "make", "load", "fit", "sample", "name_of"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One registered synthesizer: how to build it from a preset, a config object or overrides."""
+
+    name: str
+    summary: str
+    units: tuple[str, ...]
+    build: Callable[[str, Any, dict[str, Any]], Synthesizer]  # (preset, config or None, overrides) -> synthesizer
+    episodes: bool = False  # native output is whole episodes (trajectory synthesizers)
+    extra: str | None = None  # optional dependency (pip extra) the synthesizer needs
+
+
+def _override(cfg: Any, overrides: dict[str, Any]) -> Any:
+    """Set dataclass fields; a dict value for a nested dataclass field updates that section."""
+    known = {f.name for f in dataclasses.fields(cfg)}
+    for key, value in overrides.items():
+        if key not in known:
+            raise InvalidData(f"unknown setting '{key}' for {type(cfg).__name__}: choose from {', '.join(sorted(known))}")
+        current = getattr(cfg, key)
+        if isinstance(value, dict) and dataclasses.is_dataclass(current):
+            _override(current, value)
+        else:
+            setattr(cfg, key, value)
+    return cfg
+
+
+def _transition_tiny() -> Any:
+    """Seconds, not minutes: for tests and smoke runs."""
+    from privsynth.synth.config import DenoiserConfig, cpu_config
+
+    cfg = cpu_config()
+    cfg.denoiser = DenoiserConfig(width=32, depth=2, cond_dim=16)
+    cfg.pretrain.max_steps, cfg.pretrain.batch_size = 12, 32
+    cfg.finetune.batch_size, cfg.finetune.epochs = 16, 1.0
+    cfg.curiosity.pool_size, cfg.curiosity.refresh_every, cfg.curiosity.sample_steps = 32, 4, 4
+    cfg.sampler.steps = 6
+    return cfg
+
+
+def _build_transition(preset: str, config: Any, overrides: dict[str, Any]) -> Synthesizer:
+    from privsynth.synth import config as tc
+    from privsynth.synth.transition import TransitionSynthesizer
+
+    presets = {"paper": tc.paper_config, "cpu": tc.cpu_config, "demo": tc.demo_config, "tiny": _transition_tiny}
+    if config is None:
+        if preset not in presets:
+            raise InvalidData(f"unknown preset '{preset}' for privorl-n: choose {', '.join(presets)}")
+        config = presets[preset]()
+    return TransitionSynthesizer(_override(config, overrides))
+
+
+def _build_trajectory(backbone: str) -> Callable[[str, Any, dict[str, Any]], Synthesizer]:
+    def build(preset: str, config: Any, overrides: dict[str, Any]) -> Synthesizer:
+        from privsynth.synth.trajectory import TrajectorySynthesizer
+        from privsynth.synth.trajectory.config import PRESETS
+
+        if config is None:
+            if preset not in PRESETS:
+                raise InvalidData(f"unknown preset '{preset}' for the trajectory synthesizers: choose {', '.join(PRESETS)}")
+            config = PRESETS[preset](backbone) if preset != "paper" else dataclasses.replace(PRESETS["paper"](), backbone=backbone)
+        elif config.backbone != backbone:
+            raise InvalidData(f"the config's backbone is '{config.backbone}' but the synthesizer asked for is '{backbone}'")
+        return TrajectorySynthesizer(_override(config, overrides))
+    return build
+
+
+_TINY_BASELINES: dict[str, dict[str, Any]] = {
+    "pgm": {"iters": 50},
+    "privsyn": {"gum_rounds": 3},
+    "pategan": dict(teachers=3, iterations=10, queries=100, student_steps=2, batch_size=16, generator_units=16,
+                    discriminator_units=16, noise_dim=4),
+}
+_TINY_BASELINES["prepategan"] = {**_TINY_BASELINES["pategan"], "pretrain_steps": 5}
+
+
+def _build_baseline(name: str) -> Callable[[str, Any, dict[str, Any]], Synthesizer]:
+    def build(preset: str, config: Any, overrides: dict[str, Any]) -> Synthesizer:
+        from privsynth.synth.baselines import BASELINES, make_baseline
+
+        if config is not None:
+            cls, cfg_cls = BASELINES[name]
+            if not isinstance(config, cfg_cls):
+                raise InvalidData(f"{name} takes a {cfg_cls.__name__}, got {type(config).__name__}")
+            return cls(_override(config, overrides))
+        if preset not in ("cpu", "paper", "tiny"):
+            raise InvalidData(f"unknown preset '{preset}' for {name}: choose cpu, paper or tiny")
+        return make_baseline(name, **{**(_TINY_BASELINES.get(name, {}) if preset == "tiny" else {}), **overrides})
+    return build
+
+
+REGISTRY: dict[str, Entry] = {
+    e.name: e
+    for e in (
+        Entry("privorl-n", "EDM diffusion with a residual MLP over transitions (PrivORL-n)", ("transition", "trajectory"),
+              _build_transition),
+        Entry("privorl-j", "diffusion transformer over trajectory fragments, stitched (PrivORL-j)", ("trajectory",),
+              _build_trajectory("transformer"), episodes=True),
+        Entry("privorl-j-unet", "PrivORL-j with a temporal U-Net backbone", ("trajectory",), _build_trajectory("unet"),
+              episodes=True),
+        Entry("dp-transformer", "autoregressive transformer over trajectory fragments", ("trajectory",),
+              _build_trajectory("dp-transformer"), episodes=True),
+        Entry("pgm", "MST selection + Private-PGM marginals", ("transition",), _build_baseline("pgm"), extra="pgm"),
+        Entry("privsyn", "PrivSyn: DP marginals + gradually updated synthetic data", ("transition",),
+              _build_baseline("privsyn")),
+        Entry("pategan", "PATE-GAN: teacher-vote DP discriminator", ("transition",), _build_baseline("pategan")),
+        Entry("prepategan", "PATE-GAN with a generator pre-trained on public data", ("transition",),
+              _build_baseline("prepategan")),
+    )
+}
+
+
+def names() -> list[str]:
+    """Registered synthesizer names, in the table's order."""
+    return list(REGISTRY)
+
+
+def entry(name: str) -> Entry:
+    if name not in REGISTRY:
+        raise InvalidData(f"unknown synthesizer '{name}': choose one of {', '.join(REGISTRY)}")
+    return REGISTRY[name]
+
+
+def make(name: str, *, preset: str = "cpu", config: Any = None, **overrides: Any) -> Synthesizer:
+    """A new synthesizer by name: from a preset (``cpu`` default, ``paper``, ``tiny``; ``demo`` for privorl-n), a
+    config object, and field overrides (a dict updates a nested section, e.g. ``finetune={"epochs": 50}``)."""
+    synth = entry(name).build(preset, config, overrides)
+    synth.registry_name = name  # type: ignore[attr-defined]
+    return synth
+
+
+def name_of(synth: Synthesizer) -> str:
+    """The registered name of a synthesizer object."""
+    name = getattr(synth, "registry_name", None)
+    if name in REGISTRY:
+        return name
+    cfg = getattr(synth, "config", None)
+    backbone = getattr(cfg, "backbone", None)
+    if backbone is not None:
+        return {"transformer": "privorl-j", "unet": "privorl-j-unet", "dp-transformer": "dp-transformer"}[backbone]
+    base = getattr(synth, "name", "")
+    if base in REGISTRY:
+        return base
+    return "privorl-n"
+
+
+def load(path: str | Path) -> Synthesizer:
+    """Load any registered synthesizer's checkpoint; the format tag inside the file decides which class reads it.
+
+    Files are read as data (JSON, or torch tensors and plain types with ``weights_only=True``), never unpickled."""
+    import torch
+
+    path = Path(path)
+    if not path.exists():
+        raise InvalidData(f"no synthesizer checkpoint at {path}")
+    head = path.read_bytes()[:1] if path.is_file() else b""
+    if head == b"{":
+        try:
+            tag = json.loads(path.read_text()).get("synthesizer")
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise InvalidData(f"{path} is not a privsynth checkpoint (unreadable JSON)") from None
+        if tag not in ("pgm", "privsyn"):
+            raise InvalidData(f"{path} is a JSON file without a known synthesizer tag")
+        from privsynth.synth.baselines import BASELINES
+
+        synth = BASELINES[tag][0].load(path)
+    else:
+        try:
+            state = torch.load(path, weights_only=True, map_location="cpu")
+        except Exception as exc:
+            raise InvalidData(f"{path} is not a privsynth checkpoint that loads as data: {str(exc).splitlines()[0]}") from None
+        fmt = state.get("format") if isinstance(state, dict) else None
+        synth = _load_torch(path, fmt, state)
+    synth.registry_name = name_of(synth)  # type: ignore[attr-defined]
+    return synth
+
+
+def _load_torch(path: Path, fmt: Any, state: Any) -> Synthesizer:
+    from privsynth.synth import transition
+    from privsynth.synth.trajectory import synthesizer as traj
+
+    if fmt == transition.FORMAT:
+        return transition.TransitionSynthesizer.load(path)
+    if fmt == traj.FORMAT:
+        return traj.TrajectorySynthesizer.load(path)
+    if isinstance(state, dict) and state.get("synthesizer") in ("pategan", "prepategan"):
+        from privsynth.synth.baselines import load_baseline
+
+        return load_baseline(path)
+    raise InvalidData(f"{path} carries no known synthesizer format tag ({fmt!r})")
+
+
+def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn`` with the keyword arguments it accepts (``progress`` is not universal)."""
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return fn(*args, **kwargs)
+    return fn(*args, **{k: v for k, v in kwargs.items() if k in params})
+
+
+def fit(
+    synth: Synthesizer,
+    sensitive: OfflineDataset,
+    *,
+    public: OfflineDataset | Sequence[OfflineDataset] | None = None,
+    epsilon: float,
+    delta: float,
+    unit: str = "transition",
+    progress: bool = False,
+) -> Synthesizer:
+    """Pre-train on ``public`` (skipped when ``None``: the synthesizer must already be pre-trained or loaded), then
+    DP fine-tune on ``sensitive`` at (ε, δ) and ``unit``; the spent budget lands on ``synth.ledger``."""
+    name = name_of(synth)
+    if unit not in entry(name).units:
+        raise InvalidData(f"{name} protects {' or '.join(entry(name).units)}, not '{unit}'")
+    if public is not None:
+        pubs = [public] if isinstance(public, OfflineDataset) else list(public)
+        _call(synth.pretrain, pubs if len(pubs) > 1 or name == "privorl-n" else pubs[0], progress=progress)
+    _call(synth.finetune, sensitive, epsilon, delta, unit, progress=progress)
+    return synth
+
+
+def sample(
+    synth: Synthesizer,
+    *,
+    n_transitions: int | None = None,
+    n_episodes: int | None = None,
+    seed: int | None = None,
+    name: str | None = None,
+    progress: bool = False,
+) -> OfflineDataset:
+    """Synthetic data from the released weights, as an :class:`OfflineDataset`, sized in transitions or in episodes.
+
+    Trajectory synthesizers make whole episodes: ``n_transitions`` stitches episodes until there are enough rows and
+    cuts the last one (marked truncated). Transition synthesizers make unrelated transitions: ``n_episodes`` asks for
+    that many one-transition episodes. Sampling is post-processing of DP outputs: ``seed`` makes it repeatable."""
+    if (n_transitions is None) == (n_episodes is None):
+        raise InvalidData("ask for exactly one of n_transitions or n_episodes")
+    n = n_transitions if n_transitions is not None else n_episodes
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise InvalidData(f"the number of {'transitions' if n_transitions is not None else 'episodes'} must be a positive integer, got {n!r}")
+    if not entry(name_of(synth)).episodes:
+        return _call(synth.sample, n, seed=seed, name=name, progress=progress)
+    if n_episodes is not None:
+        return _call(synth.sample, n_episodes, seed=seed, name=name, progress=progress)
+    return _episodes_to_rows(synth, n_transitions, seed=seed, name=name, progress=progress)
+
+
+def _episodes_to_rows(synth: Synthesizer, n: int, *, seed: int | None, name: str | None, progress: bool) -> OfflineDataset:
+    max_len = int(getattr(getattr(synth.config, "sampler", None), "max_length", 0) or 1000)
+    parts: list[OfflineDataset] = []
+    total = episodes = 0
+    for rounds in range(1000):
+        mean_len = total / episodes if episodes else max_len / 2  # a first guess, then what the model produced
+        want = max(1, math.ceil((n - total) / max(1.0, mean_len)))
+        part = _call(synth.sample, want, seed=None if seed is None else seed + rounds, name=name, progress=progress)
+        parts.append(part)
+        total, episodes = total + part.n_transitions, episodes + part.n_episodes
+        if total >= n:
+            break
+    else:
+        raise InvalidData("the trajectory synthesizer returned too few rows; check its sampler settings")
+    ds = parts[0] if len(parts) == 1 else OfflineDataset.concatenate(parts, info=parts[0].info)
+    return _cut(ds, n)
+
+
+def _cut(ds: OfflineDataset, n: int) -> OfflineDataset:
+    """The first ``n`` rows; the episode cut short ends in a truncation."""
+    if ds.n_transitions == n:
+        return ds
+    import numpy as np
+
+    keep = np.arange(n)
+    out = ds._take(keep, ds.info)
+    if not out.terminals[-1]:
+        timeouts = out.timeouts.copy()
+        timeouts[-1] = True
+        out = dataclasses.replace(out, timeouts=timeouts)
+    return out

@@ -1,0 +1,122 @@
+"""The conformance suite (scikit-learn's ``check_estimator`` idea): every registered synthesizer is built, fitted,
+sampled both ways, saved and loaded, and its card and guard checked, by the same code. Registering a synthesizer in
+``privsynth.synth.registry`` is all it takes to be tested here."""
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from conftest import make_toy_dataset
+from privsynth.errors import BudgetExceeded, InvalidData, PrivsynthError
+from privsynth.privacy.guard import check_budget
+from privsynth.privacy.ledger import Ledger
+from privsynth.synth import registry
+
+EPS, DELTA = 5.0, 1e-3
+FAST = {"privsyn"}  # the rest take seconds each: marked slow
+
+
+def _params():
+    out = []
+    for name in registry.names():
+        marks = [] if name in FAST else [pytest.mark.slow]
+        if registry.entry(name).extra == "pgm" and importlib.util.find_spec("mbi") is None:
+            marks.append(pytest.mark.skip(reason="the PGM baseline needs the 'pgm' extra (mbi)"))
+        out.append(pytest.param(name, marks=marks, id=name))
+    return out
+
+
+def _data(name: str):
+    if registry.entry(name).episodes:
+        pub = make_toy_dataset(lengths=(12, 10, 14), seed=1, name="pub")
+        sens = make_toy_dataset(lengths=(9, 8, 10, 9, 8, 10, 9, 8), seed=2, sensitive=True, name="sens")
+    else:
+        pub = make_toy_dataset(lengths=(100, 100), seed=1, name="pub")
+        sens = make_toy_dataset(lengths=(30,) * 12, seed=2, sensitive=True, name="sens")
+    return pub, sens
+
+
+@pytest.fixture(scope="module")
+def fitted(request):
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            pub, sens = _data(name)
+            synth = registry.make(name, preset="tiny")
+            unit = "trajectory" if registry.entry(name).episodes else "transition"
+            registry.fit(synth, sens, public=pub, epsilon=EPS, delta=DELTA, unit=unit)
+            cache[name] = synth
+        return cache[name]
+    return get
+
+
+@pytest.mark.parametrize("name", _params())
+def test_samples_both_ways_as_offline_datasets(name, fitted):
+    synth = fitted(name)
+    rows = registry.sample(synth, n_transitions=25, seed=3)
+    assert rows.n_transitions == 25 and np.isfinite(rows.observations).all()
+    eps = registry.sample(synth, n_episodes=3, seed=3)
+    assert eps.n_episodes == 3
+    assert rows.info.privacy_card["private"] is True and rows.info.sensitive is False
+
+
+@pytest.mark.parametrize("name", _params())
+def test_save_load_gives_identical_samples_under_a_seed(name, fitted, tmp_path):
+    synth = fitted(name)
+    path = synth.save(tmp_path / "ckpt") or tmp_path / "ckpt"
+    back = registry.load(path)
+    assert registry.name_of(back) == name
+    a = registry.sample(synth, n_transitions=16, seed=11)
+    b = registry.sample(back, n_transitions=16, seed=11)
+    np.testing.assert_array_equal(a.transition_matrix(), b.transition_matrix())
+    assert back.card()["ledger"] == synth.card()["ledger"]
+
+
+@pytest.mark.parametrize("name", _params())
+def test_card_epsilon_is_recomputable_and_the_guard_refuses_over_budget(name, fitted):
+    card = fitted(name).card()
+    ledger = Ledger.from_dict(card["ledger"])
+    assert ledger.epsilon() == pytest.approx(card["epsilon"]) and 0 < card["epsilon"] <= EPS * (1 + 1e-9)
+    assert check_budget(ledger, EPS) == pytest.approx(card["epsilon"])
+    with pytest.raises(BudgetExceeded):
+        check_budget(ledger, card["epsilon"] * 0.5)
+
+
+@pytest.mark.parametrize("name", _params())
+@pytest.mark.parametrize("bad", [dict(epsilon=0.0), dict(epsilon=-1.0), dict(delta=1.0), dict(unit="household")])
+def test_bad_requests_get_one_line(name, bad):
+    pub, sens = _data(name)
+    synth = registry.make(name, preset="tiny")
+    kwargs = dict(public=pub, epsilon=EPS, delta=DELTA, unit="trajectory" if registry.entry(name).episodes else "transition")
+    kwargs.update(bad)
+    with pytest.raises(PrivsynthError) as err:
+        registry.fit(synth, sens, **kwargs)
+    assert "\n" not in str(err.value)
+
+
+def test_unknown_names_presets_and_settings_are_one_line():
+    with pytest.raises(InvalidData, match="unknown synthesizer"):
+        registry.make("gan-of-theseus")
+    with pytest.raises(InvalidData, match="unknown preset"):
+        registry.make("privorl-n", preset="huge")
+    with pytest.raises(InvalidData, match="unknown setting"):
+        registry.make("privorl-j", preset="tiny", horizn=3)
+    with pytest.raises(InvalidData, match="exactly one"):
+        registry.sample(registry.make("privsyn"), n_transitions=3, n_episodes=3)
+
+
+def test_a_pickled_object_is_not_a_checkpoint(tmp_path):
+    import pickle
+
+    class Boom:
+        def __reduce__(self):
+            return (print, ("this code ran on load",))
+
+    path = tmp_path / "evil.pt"
+    path.write_bytes(pickle.dumps({"format": "privsynth.transition-synth/1", "x": Boom()}))
+    with pytest.raises(InvalidData) as err:
+        registry.load(path)
+    assert str(path) in str(err.value) and "\n" not in str(err.value)
