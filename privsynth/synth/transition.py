@@ -436,7 +436,6 @@ class TransitionSynthesizer(NetworkSynthesizer):
             accountant=dpc.accountant,
             grad_sample_mode=dpc.grad_sample_mode,
             noise_multiplier=dpc.noise_multiplier,
-            seed=cfg.seed,
         )
         t0, c0 = time.perf_counter(), time.process_time()
         self.model.train()

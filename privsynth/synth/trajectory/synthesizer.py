@@ -329,7 +329,7 @@ class TrajectorySynthesizer(NetworkSynthesizer):
         dp_cfg = DPSGDConfig(
             target_epsilon=float(epsilon), delta=float(delta), epochs=tc.epochs, batch_size=dpc.batch_size,
             max_grad_norm=dpc.max_grad_norm, unit="trajectory", accountant=dpc.accountant,
-            grad_sample_mode=dpc.grad_sample_mode, noise_multiplier=dpc.noise_multiplier, seed=cfg.seed,
+            grad_sample_mode=dpc.grad_sample_mode, noise_multiplier=dpc.noise_multiplier,
         )
         t0 = time.perf_counter()
         torch.manual_seed(cfg.seed + 7)
