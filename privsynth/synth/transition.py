@@ -9,6 +9,12 @@ weights. DP fine-tuning goes through :func:`privsynth.privacy.dpsgd.dp_train` at
 ``trajectory`` (one trajectory = one privacy unit, a fixed number of its transitions per step, never duplicated), and
 its accounted event is appended to :attr:`TransitionSynthesizer.ledger`.
 
+What a card, a checkpoint and a sample's info may hold: DP outputs (weights), public facts (config, public data,
+the environment, N as said on the card) and timing. The DP-SGD noise and Poisson masks come from OS entropy
+(``config.noise_seed`` replays them for tests only and marks the output NOT DP); ``config.seed`` drives only
+non-private randomness. The mean training loss on the sensitive data went through no mechanism, so it is kept in
+memory (:attr:`TransitionSynthesizer.last_finetune_loss`) and never saved or carded.
+
 Ablations (PrivORL section IX) are switches of :class:`~privsynth.synth.config.TransitionSynthConfig`: skip
 :meth:`pretrain` (DPDM), ``pretrain_curiosity=False`` (PDP-Diffusion), ``finetune_curiosity=True`` (FineCur),
 ``private=False`` (no privacy).
@@ -542,7 +548,10 @@ class TransitionSynthesizer(NetworkSynthesizer):
         progress: bool = False,
         name: str | None = None,
     ) -> OfflineDataset:
-        """``n`` synthetic transitions (fewer if some rows were NaN and dropped; the count is on the card)."""
+        """``n`` synthetic transitions (fewer if some rows were NaN and dropped; the count is on the card).
+
+        ``seed`` (default ``config.seed``) drives the sampler only and is recorded in the sample info: sampling the
+        released weights is post-processing, and the DP noise came from OS entropy, not from any recorded seed."""
         if n < 1:
             raise InvalidData(f"number of samples must be positive, got {n}")
         t0, c0 = time.perf_counter(), time.process_time()
@@ -592,7 +601,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
             base["ledger"] = ledger.to_dict()
         base.update(
             {
-                "private": self.nonprivate_finetunes == 0 and ledger is not None,
+                "private": self.nonprivate_finetunes == 0 and ledger is not None and ledger.private,
                 "nonprivate_finetunes": self.nonprivate_finetunes,
                 "synthesizer": self.name,
                 "released_weights": "EMA",

@@ -405,7 +405,12 @@ class TrajectorySynthesizer(NetworkSynthesizer):
             make_optimizer=lambda ps: torch.optim.AdamW(ps, lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay),
             on_step=on_step, progress=progress, description=f"{self.name} DP fine-tune (eps={epsilon:g}, unit=trajectory)",
         )
-        self._open_ledger("trajectory", dpc.accountant, float(delta)).append(result.event)
+        ledger = self._open_ledger("trajectory", dpc.accountant, float(delta))
+        ledger.append(result.event)
+        note = (f"trajectories longer than {cap} transitions ({cap_source}, a public bound) are truncated to their "
+                f"first {cap} before DP fine-tuning")
+        if note not in ledger.notes:
+            ledger.notes.append(note)
         fin = [v for v in losses if math.isfinite(v)]
         self.last_finetune_loss = float(np.mean(fin[-50:])) if fin else None
         self.history.append({
@@ -444,7 +449,10 @@ class TrajectorySynthesizer(NetworkSynthesizer):
 
     def sample(self, n: int, *, seed: int | None = None, progress: bool = False, name: str | None = None,
                max_length: int | None = None) -> OfflineDataset:
-        """``n`` synthetic trajectories (un-normalised, actions clipped), with the privacy card in ``info``."""
+        """``n`` synthetic trajectories (un-normalised, actions clipped), with the privacy card in ``info``.
+
+        ``seed`` (default ``config.seed``) drives the sampler only: sampling the released weights is post-processing,
+        so a recorded sampling seed reveals nothing about the DP noise, which was drawn from OS entropy."""
         t0 = time.perf_counter()
         res = self.stitch(n, seed=seed, progress=progress, max_length=max_length)
         assert self.obs_dim is not None and self.act_dim is not None and self.template is not None
@@ -474,7 +482,7 @@ class TrajectorySynthesizer(NetworkSynthesizer):
             base.update(self._ledger.card())
             base["ledger"] = self._ledger.to_dict()
         base.update({
-            "private": self._ledger is not None,
+            "private": self._ledger is not None and self._ledger.private,
             "synthesizer": self.name,
             "released_weights": "EMA",
             "public_data": list(self.public_data),
