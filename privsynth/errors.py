@@ -28,3 +28,7 @@ class PrivacyError(PrivsynthError):
 
 class BudgetExceeded(PrivacyError):
     """The release guard refused an artifact whose ε exceeds the caller's budget."""
+
+
+class UnsafeCheckpoint(InvalidData):
+    """A checkpoint file that holds pickled objects other than tensors and plain data (loading it could run code)."""

@@ -4,6 +4,7 @@ import pytest
 
 from privsynth.errors import InvalidData, PrivacyError
 from privsynth.privacy import accounting as acc
+from privsynth.privacy.noise import NoiseSource
 from privsynth.synth.baselines.discretize import (
     Discretizer,
     equal_mass_groups,
@@ -22,7 +23,7 @@ def test_round_trip_error_is_bounded_by_the_coarse_bin_width():
     pub, sens = _rows(seed=1), _rows(seed=2)
     disc = Discretizer.from_public(pub, fine_bins=64, max_categories=3)
     assert disc.categories[2] == [0.0, 1.0] and disc.categories[0] is None
-    disc.fit_dp_sensitive(sens, rho=1.0, coarse_bins=10, rng=np.random.default_rng(0))
+    disc.fit_dp_sensitive(sens, rho=1.0, coarse_bins=10, source=NoiseSource.reproducible(0))
     inside = sens[(sens[:, :2] >= disc.low[:2]).all(1) & (sens[:, :2] <= disc.high[:2]).all(1)]
     codes = disc.encode(inside)
     back = disc.decode(codes, np.random.default_rng(1))
@@ -39,7 +40,7 @@ def test_bins_follow_the_noisy_histogram_and_cost_what_the_event_says():
     sens = _rows(seed=3)
     disc = Discretizer.from_public(_rows(seed=4), fine_bins=64)
     rho = 0.05
-    event = disc.fit_dp_sensitive(sens, rho=rho, coarse_bins=8, rng=np.random.default_rng(0))
+    event = disc.fit_dp_sensitive(sens, rho=rho, coarse_bins=8, source=NoiseSource.reproducible(0))
     sigma = event.params["sigma"]
     assert sigma == pytest.approx(gaussian_sigma_for_rho(rho, 3))
     assert event.params["count"] == 3 and event.params["sensitivity"] == 1.0
@@ -88,7 +89,7 @@ def test_empty_or_bad_public_rows_are_refused():
 
 def test_serialisation_round_trip():
     disc = Discretizer.from_public(_rows(seed=5))
-    disc.fit_dp_sensitive(_rows(seed=6), rho=0.5, coarse_bins=10, rng=np.random.default_rng(0))
+    disc.fit_dp_sensitive(_rows(seed=6), rho=0.5, coarse_bins=10, source=NoiseSource.reproducible(0))
     again = Discretizer.from_dict(disc.to_dict())
     x = _rows(seed=7)
     np.testing.assert_array_equal(disc.encode(x), again.encode(x))

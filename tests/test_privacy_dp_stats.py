@@ -20,7 +20,7 @@ def _rows(n=20000, seed=0):
 
 @pytest.mark.parametrize("accountant", ["pld", "rdp"])
 def test_event_is_charged_at_the_requested_epsilon(accountant):
-    _, _, event = dp_normalizer_stats(_rows(), low=-6, high=6, epsilon=0.5, delta=1e-6, seed=0, accountant=accountant)
+    _, _, event = dp_normalizer_stats(_rows(), low=-6, high=6, epsilon=0.5, delta=1e-6, noise_seed=0, accountant=accountant)
     led = Ledger(accountant=accountant, delta=1e-6).append(event)
     assert led.epsilon() == pytest.approx(0.5, rel=0.01)
     assert led.epsilon() <= 0.5 * 1.001
@@ -30,7 +30,7 @@ def test_noise_is_added_and_estimates_are_close():
     x = _rows()
     means = []
     for seed in range(5):
-        norm, _ = dp_normalizer(x, low=-6, high=6, epsilon=1.0, delta=1e-6, seed=seed)
+        norm, _ = dp_normalizer(x, low=-6, high=6, epsilon=1.0, delta=1e-6, noise_seed=seed)
         assert norm.source == "dp"
         means.append(norm.mean.numpy().copy())
         np.testing.assert_allclose(norm.mean.numpy()[:3], [1.0, -2.0, 0.5], atol=0.1)
@@ -42,7 +42,7 @@ def test_noise_is_added_and_estimates_are_close():
 
 def test_trajectory_unit_and_dataset_entry():
     ds = make_toy_dataset(lengths=(30, 40, 50) * 20, sensitive=True)
-    norm, event = dp_normalizer_from_dataset(ds, low=-5, high=5, epsilon=2.0, delta=1e-4, unit="trajectory", seed=0)
+    norm, event = dp_normalizer_from_dataset(ds, low=-5, high=5, epsilon=2.0, delta=1e-4, unit="trajectory", noise_seed=0)
     assert event.params["unit"] == "trajectory" and event.params["n_units"] == 60
     assert norm.dim == ds.transition_dim
 

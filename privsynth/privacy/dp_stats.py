@@ -1,6 +1,6 @@
 """DP normalisation statistics: clipped mean and standard deviation under the Gaussian mechanism.
 
-For users without public data (DESIGN invariant 1): each column is clipped to a public box [low, high]; with centre
+For users without public data: each column is clipped to a public box [low, high]; with centre
 c = (low + high)/2 and half-width r, the released quantities are
 
     S₁ = Σ_u (x̄_u − c)            (L2 sensitivity ‖r‖₂)
@@ -22,6 +22,8 @@ from privsynth.data.normalize import Normalizer
 from privsynth.errors import InvalidData, PrivacyError
 from privsynth.privacy import accounting as acc
 from privsynth.privacy.ledger import UNITS, LedgerEvent
+from privsynth.privacy.mechanisms import gaussian_mechanism
+from privsynth.privacy.noise import NoiseSource
 
 __all__ = ["dp_normalizer", "dp_normalizer_stats", "dp_normalizer_from_dataset"]
 
@@ -36,13 +38,17 @@ def dp_normalizer_stats(
     unit: str = "transition",
     episode_ids: np.ndarray | None = None,
     skip: Sequence[int] | None = (-1,),
-    seed: int | None = None,
+    noise_seed: int | None = None,
     accountant: str = "pld",
 ) -> tuple[np.ndarray, np.ndarray, LedgerEvent]:
     """DP (mean, std, ledger event) of the columns of a sensitive matrix [N, D], clipped to [low, high].
 
     The noise is calibrated so that the event alone costs ``epsilon`` at ``delta`` under ``accountant`` (use the
-    ledger's accountant; the Gaussian mechanism is tight under pld/prv, RDP needs a little more noise).
+    ledger's accountant; the Gaussian mechanism is tight under pld/prv, RDP needs a little more noise). It is drawn
+    from OS entropy (:class:`~privsynth.privacy.noise.NoiseSource`); ``noise_seed`` makes it reproducible for tests
+    only, and the event then says ``noise="reproducible"`` (not DP, refused by the release guard). The caller must
+    append the returned event to the ledger of whatever uses these statistics
+    (:meth:`privsynth.synth.base.NetworkSynthesizer.fit_dp_normalizer` does).
     """
     x = np.asarray(sensitive_rows, dtype=np.float64)
     if x.ndim != 2 or x.shape[0] == 0:
@@ -76,20 +82,16 @@ def dp_normalizer_stats(
 
     z_mult = acc.calibrate_gaussian_multiplier(epsilon, delta, 2, accountant)  # two releases, each with multiplier z
     sens1, sens2 = float(np.linalg.norm(r)), float(np.linalg.norm(r**2 / 2))
-    rng = np.random.default_rng(seed)
-    s1 = first.sum(0) + rng.normal(0.0, z_mult * sens1, size=r.shape)
-    s2 = second.sum(0) + rng.normal(0.0, z_mult * sens2, size=r.shape)
-    mean_k = s1 / n_units
-    var_k = np.maximum(s2 / n_units + r**2 / 2 - mean_k**2, (1e-3 * r) ** 2)
-    mean, std = np.zeros(d), np.ones(d)
-    mean[keep] = centre[keep] + np.clip(mean_k, -r, r)
-    std[keep] = np.sqrt(var_k)
-
-    event = LedgerEvent.gaussian(
-        "DP normalisation statistics (clipped mean and std)",
+    # one call of the Gaussian mechanism on (S₁/Δ₁, S₂/Δ₂): two releases of sensitivity 1, noise std z each
+    k = r.shape[0]
+    scaled = np.concatenate([first.sum(0) / sens1, second.sum(0) / sens2])
+    noisy, event = gaussian_mechanism(
+        scaled,
         sigma=z_mult,
         sensitivity=1.0,
         count=2,
+        name="DP normalisation statistics (clipped mean and std)",
+        source=NoiseSource(noise_seed),
         unit=unit,
         n_units=n_units,
         clip_low=lo.tolist(),
@@ -98,6 +100,12 @@ def dp_normalizer_stats(
         delta=float(delta),
         accountant=accountant,
     )
+    s1, s2 = noisy[:k] * sens1, noisy[k:] * sens2
+    mean_k = s1 / n_units
+    var_k = np.maximum(s2 / n_units + r**2 / 2 - mean_k**2, (1e-3 * r) ** 2)
+    mean, std = np.zeros(d), np.ones(d)
+    mean[keep] = centre[keep] + np.clip(mean_k, -r, r)
+    std[keep] = np.sqrt(var_k)
     return mean, std, event
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 
 from privsynth.data.dataset import OfflineDataset
-from privsynth.errors import InvalidData, SpaceMismatch
+from privsynth.errors import InvalidData, PrivacyError, SpaceMismatch
 
 __all__ = ["Synthesizer", "NetworkSynthesizer", "Unit"]
 
@@ -95,8 +95,68 @@ class NetworkSynthesizer(Synthesizer):
         self.model.load_state_dict(ema_state if state["model"] is None else as_float(state["model"]))
         if state["ledger"] is not None:
             self._ledger = Ledger.from_json(state["ledger"])
+        if state.get("normalizer_event") is not None:
+            from privsynth.privacy.ledger import LedgerEvent
+
+            self.normalizer_event = LedgerEvent.from_dict(state["normalizer_event"])
         self.public_data = list(state.get("public_data", []))
         self.history = list(state.get("history", []))
+
+    # ------------------------------------------------------------------------------ DP normaliser and ledger
+    normalizer: Any = None
+    normalizer_event: Any = None  # the LedgerEvent of a normaliser estimated with DP on sensitive data
+    public_data: list[str]
+
+    def fit_dp_normalizer(
+        self,
+        sensitive: OfflineDataset,
+        *,
+        low: Any,
+        high: Any,
+        epsilon: float,
+        delta: float,
+        unit: Unit = "transition",
+        accountant: str = "pld",
+    ) -> "NetworkSynthesizer":
+        """Normalise with DP statistics of the sensitive data (no public data): clipped mean and std under the
+        Gaussian mechanism (:mod:`privsynth.privacy.dp_stats`), noise from the synthesizer's noise source. The event
+        is charged to this synthesizer's ledger at fine-tuning, composed with DP-SGD's."""
+        from privsynth.privacy.dp_stats import dp_normalizer_from_dataset
+
+        norm, event = dp_normalizer_from_dataset(
+            sensitive, low=low, high=high, epsilon=epsilon, delta=delta, unit=unit, accountant=accountant,
+            noise_seed=getattr(self.config, "noise_seed", None),
+        )
+        self.normalizer, self.normalizer_event = norm, event
+        return self
+
+    def _check_normalizer_accounted(self, unit: str) -> None:
+        """A normaliser fitted with DP on sensitive data must bring its ledger event (else its cost is unaccounted)."""
+        if self.normalizer is None or getattr(self.normalizer, "source", None) != "dp":
+            return
+        ev = self.normalizer_event
+        if ev is None:
+            raise PrivacyError(
+                "the normaliser was estimated on sensitive data (source 'dp') but its ledger event is missing: pass "
+                "normalizer_event= or use fit_dp_normalizer, so that its cost is charged to the ledger"
+            )
+        if ev.params.get("unit", unit) != unit:
+            raise PrivacyError(f"the DP normaliser protects unit '{ev.params.get('unit')}' but fine-tuning is at '{unit}'")
+
+    def _open_ledger(self, unit: str, accountant: str, delta: float) -> Any:
+        """The ledger of this synthesizer, created on the first DP fine-tune: public data, then the DP normaliser's
+        event (if any; it is a release about the sensitive data, not public data)."""
+        from privsynth.privacy.ledger import Ledger
+
+        if self._ledger is None:
+            public = list(self.public_data)
+            dp_norm = self.normalizer_event is not None
+            if self.normalizer is not None and not dp_norm and self.normalizer.source not in public:
+                public.append(f"normaliser: {self.normalizer.source}")
+            self._ledger = Ledger(unit=unit, accountant=accountant, delta=float(delta), public_data=public)
+            if dp_norm:
+                self._ledger.append(self.normalizer_event)
+        return self._ledger
 
     @property
     def released(self) -> Any:

@@ -1,15 +1,22 @@
-"""Checkpoint file helpers shared by every synthesizer: atomic writes and format-checked reads."""
+"""Checkpoint file helpers shared by every synthesizer: atomic writes and format-checked, weights-only reads.
+
+Reading never runs code from the file: :func:`load_weights_only` uses ``torch.load(weights_only=True)``, whose
+unpickler accepts tensors, state dicts and plain containers (dict, list, tuple, str, numbers, None) and refuses any
+other object, so a checkpoint from an untrusted source cannot execute anything when it is opened. Everything a
+privsynth checkpoint holds besides tensors (config, normaliser, template, ledger, history) is plain data.
+"""
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from privsynth.errors import InvalidData
+from privsynth.errors import InvalidData, UnsafeCheckpoint
 
-__all__ = ["atomic_torch_save", "read_checkpoint"]
+__all__ = ["atomic_torch_save", "read_checkpoint", "load_weights_only"]
 
 
 def atomic_torch_save(obj: Any, path: str | Path) -> Path:
@@ -22,12 +29,29 @@ def atomic_torch_save(obj: Any, path: str | Path) -> Path:
     return path
 
 
+def load_weights_only(path: str | Path) -> Any:
+    """``torch.load`` restricted to tensors and plain data; a file holding any other pickled object is refused with
+    :class:`~privsynth.errors.UnsafeCheckpoint` naming the file (nothing in it is executed)."""
+    path = Path(path)
+    try:
+        return torch.load(path, weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UnsafeCheckpoint(
+            f"refusing to load {path}: it holds objects other than tensors and plain data, which could run code "
+            f"when unpickled ({first[:160]})"
+        ) from None
+    except (RuntimeError, EOFError, OSError) as e:
+        raise InvalidData(f"{path} is not a readable checkpoint ({type(e).__name__})") from None
+
+
 def read_checkpoint(path: str | Path, fmt: str, what: str) -> dict[str, Any]:
-    """Load a checkpoint written by :func:`atomic_torch_save`; raise one clear error if it is missing or not ``fmt``."""
+    """Load a checkpoint written by :func:`atomic_torch_save`; raise one clear error if it is missing, unsafe, or not
+    ``fmt``."""
     path = Path(path)
     if not path.exists():
         raise InvalidData(f"no synthesizer checkpoint at {path}")
-    state = torch.load(path, weights_only=False, map_location="cpu")
+    state = load_weights_only(path)
     if not isinstance(state, dict) or state.get("format") != fmt:
         raise InvalidData(f"{path} is not a privsynth {what} checkpoint")
     return state

@@ -130,7 +130,12 @@ class TransitionSynthConfig:
     pretrain_curiosity: bool = True  # False = PDP-Diffusion ablation (pre-training without curiosity)
     finetune_curiosity: bool = False  # True = FineCur ablation (curiosity during DP fine-tuning)
     private: bool = True  # False = "no privacy" ablation (plain fine-tuning, nothing is released as DP)
+    # non-private randomness only: model init, pre-training batches, curiosity, default sampling seed (sampling the
+    # released weights is post-processing). It never determines privacy noise or Poisson masks.
     seed: int = 0
+    # None (default): DP noise and sampling masks from OS entropy. An int makes them reproducible for tests and
+    # benchmarks: the ledger then says "NOT DP: noise reproducible" and the release guard refuses the output.
+    noise_seed: int | None = None
 
     @property
     def sigma_data(self) -> float:

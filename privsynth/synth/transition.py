@@ -9,6 +9,12 @@ weights. DP fine-tuning goes through :func:`privsynth.privacy.dpsgd.dp_train` at
 ``trajectory`` (one trajectory = one privacy unit, a fixed number of its transitions per step, never duplicated), and
 its accounted event is appended to :attr:`TransitionSynthesizer.ledger`.
 
+What a card, a checkpoint and a sample's info may hold: DP outputs (weights), public facts (config, public data,
+the environment, N as said on the card) and timing. The DP-SGD noise and Poisson masks come from OS entropy
+(``config.noise_seed`` replays them for tests only and marks the output NOT DP); ``config.seed`` drives only
+non-private randomness. The mean training loss on the sensitive data went through no mechanism, so it is kept in
+memory (:attr:`TransitionSynthesizer.last_finetune_loss`) and never saved or carded.
+
 Ablations (PrivORL section IX) are switches of :class:`~privsynth.synth.config.TransitionSynthConfig`: skip
 :meth:`pretrain` (DPDM), ``pretrain_curiosity=False`` (PDP-Diffusion), ``finetune_curiosity=True`` (FineCur),
 ``private=False`` (no privacy).
@@ -28,7 +34,7 @@ from tqdm.auto import tqdm
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.data.normalize import Normalizer, refuse_sensitive
 from privsynth.errors import InvalidData, PrivacyError, SpaceMismatch
-from privsynth.synth.checkpoint import atomic_torch_save, read_checkpoint
+from privsynth.synth.checkpoint import atomic_torch_save, load_weights_only, read_checkpoint
 from privsynth.synth.base import NetworkSynthesizer, Unit
 from privsynth.synth.config import (
     TrainConfig,
@@ -98,18 +104,21 @@ class UnitLoss(nn.Module):
         return loss
 
 
-def _new_ledger(unit: str, accountant: str, delta: float, public_data: list[str]) -> Any:
-    from privsynth.privacy.ledger import Ledger
-
-    return Ledger(unit=unit, accountant=accountant, delta=delta, public_data=list(public_data))
-
-
 class TransitionSynthesizer(NetworkSynthesizer):
     """PrivORL-n. ``TransitionSynthesizer(cpu_config()).pretrain(public).finetune(sensitive, 10, 1e-5).sample(n)``."""
 
     name = "privorl-n"
 
-    def __init__(self, config: TransitionSynthConfig | None = None, *, normalizer: Normalizer | None = None) -> None:
+    def __init__(
+        self,
+        config: TransitionSynthConfig | None = None,
+        *,
+        normalizer: Normalizer | None = None,
+        normalizer_event: Any = None,
+    ) -> None:
+        """``normalizer``: fitted on public data or fixed bounds; one estimated with DP on the sensitive data
+        (:func:`privsynth.privacy.dp_normalizer`) must come with its ``normalizer_event``, which is charged to this
+        synthesizer's ledger (or use :meth:`fit_dp_normalizer`)."""
         self.config = config or cpu_config()
         self.normalizer: Normalizer | None = normalizer
         self.model: EDM | None = None
@@ -122,6 +131,10 @@ class TransitionSynthesizer(NetworkSynthesizer):
         self.history: list[dict[str, Any]] = []
         self.nonprivate_finetunes = 0  # fine-tunes on sensitive data with private=False (never releasable as DP)
         self.last_sample_stats: dict[str, Any] = {}
+        self.normalizer_event: Any = normalizer_event
+        # mean training loss of the last fine-tune on sensitive data: computed without a mechanism, so it is kept in
+        # memory for the data holder only and never saved, carded or released
+        self.last_finetune_loss: float | None = None
         self.discrete_values: dict[int, list[float]] = {}  # column -> value set, learnt from public data only
 
     # ------------------------------------------------------------------------------------------------ building
@@ -260,7 +273,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
         step = 0
         perm = torch.randperm(n, generator=gen)
         if checkpoint is not None and checkpoint.exists():
-            state = torch.load(checkpoint, weights_only=False)
+            state = load_weights_only(checkpoint)
             if state.get("phase") == phase:
                 self.model.load_state_dict(state["model"])
                 opt.load_state_dict(state["opt"])
@@ -333,9 +346,14 @@ class TransitionSynthesizer(NetworkSynthesizer):
                 "cpu_seconds_per_epoch": cpu / max(epochs_done, 1e-9),
                 "curiosity_sampling_seconds": t_sampling,
                 "curiosity_refreshes": mixer.refreshes if mixer is not None else 0,
-                "final_loss": float(np.mean(losses[-50:])) if losses else None,
             }
         )
+        final = float(np.mean(losses[-50:])) if losses else None
+        if phase == "pretrain":  # a loss on public data may be recorded
+            self.history[-1]["final_loss"] = final
+        else:  # the mean loss on sensitive data went through no mechanism: in memory only, never saved or carded
+            self.history[-1]["rows"] = None
+            self.last_finetune_loss = final
         if checkpoint is not None and checkpoint.exists():
             checkpoint.unlink()
 
@@ -388,6 +406,8 @@ class TransitionSynthesizer(NetworkSynthesizer):
             check_epsilon(epsilon)
             check_delta(delta, sensitive.n_transitions if unit == "transition" else sensitive.n_episodes)
         self._check_can_finetune(sensitive)
+        if self.config.private:
+            self._check_normalizer_accounted(unit)
         assert self.model is not None and self.ema is not None and self.normalizer is not None
         cfg = self.config
         tc = cfg.finetune
@@ -436,6 +456,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
             accountant=dpc.accountant,
             grad_sample_mode=dpc.grad_sample_mode,
             noise_multiplier=dpc.noise_multiplier,
+            noise_seed=cfg.noise_seed,  # None: masks and noise from OS entropy, never from cfg.seed
         )
         t0, c0 = time.perf_counter(), time.process_time()
         self.model.train()
@@ -451,12 +472,8 @@ class TransitionSynthesizer(NetworkSynthesizer):
             description=f"DP fine-tune (eps={epsilon:g}, unit={unit})",
         )
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
-        if self._ledger is None:
-            public = list(self.public_data)
-            if self.normalizer.source not in public:
-                public.append(f"normaliser: {self.normalizer.source}")
-            self._ledger = _new_ledger(unit, dpc.accountant, float(delta), public)
-        self._ledger.append(result.event)
+        self._open_ledger(unit, dpc.accountant, float(delta)).append(result.event)
+        self.last_finetune_loss = float(np.mean(losses[-50:])) if losses else None
         epochs_done = result.steps * result.sample_rate
         self.history.append(
             {
@@ -465,7 +482,6 @@ class TransitionSynthesizer(NetworkSynthesizer):
                 "dataset": sensitive.info.name,
                 "unit": unit,
                 "units": n_units,
-                "rows": int(x.shape[0]),
                 "steps": result.steps,
                 "batch_size": batch,
                 "sample_rate": result.sample_rate,
@@ -478,7 +494,6 @@ class TransitionSynthesizer(NetworkSynthesizer):
                 "seconds": elapsed,
                 "seconds_per_epoch": elapsed / max(epochs_done, 1e-9),
                 "cpu_seconds_per_epoch": cpu / max(epochs_done, 1e-9),
-                "final_loss": float(np.mean(losses[-50:])) if losses else None,
                 "finetune_curiosity": mixer is not None,
             }
         )
@@ -533,7 +548,10 @@ class TransitionSynthesizer(NetworkSynthesizer):
         progress: bool = False,
         name: str | None = None,
     ) -> OfflineDataset:
-        """``n`` synthetic transitions (fewer if some rows were NaN and dropped; the count is on the card)."""
+        """``n`` synthetic transitions (fewer if some rows were NaN and dropped; the count is on the card).
+
+        ``seed`` (default ``config.seed``) drives the sampler only and is recorded in the sample info: sampling the
+        released weights is post-processing, and the DP noise came from OS entropy, not from any recorded seed."""
         if n < 1:
             raise InvalidData(f"number of samples must be positive, got {n}")
         t0, c0 = time.perf_counter(), time.process_time()
@@ -583,7 +601,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
             base["ledger"] = ledger.to_dict()
         base.update(
             {
-                "private": self.nonprivate_finetunes == 0 and ledger is not None,
+                "private": self.nonprivate_finetunes == 0 and ledger is not None and ledger.private,
                 "nonprivate_finetunes": self.nonprivate_finetunes,
                 "synthesizer": self.name,
                 "released_weights": "EMA",
@@ -615,6 +633,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
             "history": self.history,
             "nonprivate_finetunes": self.nonprivate_finetunes,
             "discrete_values": {str(k): v for k, v in self.discrete_values.items()},
+            "normalizer_event": self.normalizer_event.to_dict() if self.normalizer_event is not None else None,
         }
 
     def save(self, path: str | Path, *, ema_only: bool = False, half: bool = False) -> Path:

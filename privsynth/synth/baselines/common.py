@@ -119,7 +119,7 @@ class BaselineSynthesizer(Synthesizer):
             base["ledger"] = self._ledger.to_dict()
         base.update(
             {
-                "private": self._ledger is not None,
+                "private": self._ledger is not None and self._ledger.private,
                 "synthesizer": self.name,
                 "mechanism": self.mechanism,
                 "native_accounting": NATIVE[self.native_accounting],

@@ -12,7 +12,10 @@ vector) and need the same three things, kept here so that they are written once:
   the public support as their categories. Decoding draws a fine bin inside the coarse one in proportion to the noisy
   fine counts and a point uniformly inside it, so a round trip moves a value by less than its coarse bin's width.
 * **Measurement.** Marginal count tables with the Gaussian mechanism: one transition changes one cell by one, so the
-  L2 sensitivity of any count table is 1 under add/remove-one-transition neighbours.
+  L2 sensitivity of any count table is 1 under add/remove-one-transition neighbours. All noise (Gaussian measurements,
+  exponential-mechanism selections) goes through :mod:`privsynth.privacy.mechanisms` and is drawn from a
+  :class:`~privsynth.privacy.noise.NoiseSource` (OS entropy unless a test asks for reproducible noise), never from a
+  seed written on the card.
 * **Budget.** Both methods are analysed in zCDP (Bun & Steinke 2016), as their papers do: a Gaussian measurement with
   noise std σ costs ρ = 1/(2σ²), the exponential mechanism with parameter ε₀ costs ε₀²/8 (Cesar & Rogers 2021). The
   total ρ is the largest one whose (ε, δ) conversion through the RDP curve stays within the caller's ε, and every
@@ -32,15 +35,15 @@ import numpy as np
 from privsynth.errors import InvalidData, PrivacyError
 from privsynth.privacy import accounting as acc
 from privsynth.privacy.ledger import LedgerEvent
+from privsynth.privacy.mechanisms import gaussian_mechanism
+from privsynth.privacy.noise import NoiseSource
 
 __all__ = [
     "Discretizer",
     "column_names",
     "zcdp_rho_for",
     "gaussian_sigma_for_rho",
-    "measure_counts",
     "marginal_counts",
-    "exponential_mechanism",
 ]
 
 
@@ -85,29 +88,11 @@ def gaussian_sigma_for_rho(rho: float, count: int, sensitivity: float = 1.0) -> 
     return float(sensitivity) * math.sqrt(count / (2.0 * rho))
 
 
-def measure_counts(
-    counts: np.ndarray, sigma: float, rng: np.random.Generator
-) -> np.ndarray:
-    """The Gaussian mechanism on a count table of L2 sensitivity 1: counts + N(0, σ²) per cell."""
-    counts = np.asarray(counts, dtype=np.float64)
-    return counts + rng.normal(0.0, sigma, size=counts.shape)
-
-
 def marginal_counts(codes: np.ndarray, cols: Sequence[int], sizes: Sequence[int]) -> np.ndarray:
     """Exact count table of the columns ``cols`` of integer ``codes`` [N, D] (shape = sizes of those columns)."""
     shape = tuple(int(sizes[c]) for c in cols)
     flat = np.ravel_multi_index(tuple(codes[:, c] for c in cols), shape)
     return np.bincount(flat, minlength=int(np.prod(shape))).reshape(shape).astype(np.float64)
-
-
-def exponential_mechanism(
-    scores: np.ndarray, epsilon: float, sensitivity: float, rng: np.random.Generator
-) -> int:
-    """Index drawn with probability ∝ exp(ε·score / (2Δ)) (McSherry & Talwar 2007); ε²/8-zCDP."""
-    logits = epsilon * np.asarray(scores, dtype=np.float64) / (2.0 * sensitivity)
-    logits -= logits.max()
-    p = np.exp(logits)
-    return int(rng.choice(len(p), p=p / p.sum()))
 
 
 # ---------------------------------------------------------------------------------------------- discretiser
@@ -220,21 +205,35 @@ class Discretizer:
         *,
         rho: float,
         coarse_bins: int,
-        rng: np.random.Generator,
+        source: NoiseSource | None = None,
     ) -> LedgerEvent:
         """Measure the fine one-way histograms of the sensitive rows with ρ-zCDP in total and derive coarse bins.
 
-        Returns the ledger event (D Gaussian count measurements of sensitivity 1). Everything stored afterwards is
-        post-processing of the noisy histograms.
+        One call of :func:`~privsynth.privacy.mechanisms.gaussian_mechanism` (noise from ``source``: OS entropy by
+        default) on the D histograms; returns its ledger event (D Gaussian count measurements of sensitivity 1).
+        Everything stored afterwards is post-processing of the noisy histograms.
         """
         if coarse_bins < 2:
             raise InvalidData(f"coarse_bins must be at least 2, got {coarse_bins}")
         fine = self.fine_index(sensitive_rows)
         sigma = gaussian_sigma_for_rho(rho, self.dim)
+        sizes = [self._fine_size(j) for j in range(self.dim)]
+        exact = np.concatenate([np.bincount(fine[:, j], minlength=sizes[j]) for j in range(self.dim)]).astype(np.float64)
+        noisy_all, event = gaussian_mechanism(
+            exact,
+            sigma=sigma,
+            sensitivity=1.0,
+            count=self.dim,
+            name="one-way fine histograms (discretisation)",
+            source=source,
+            unit="transition",
+            rho=float(rho),
+            fine_bins=self.fine_bins,
+            coarse_bins=int(coarse_bins),
+        )
         self.fine_counts, self.groups, self.sizes = [], [], []
-        for j in range(self.dim):
-            exact = np.bincount(fine[:, j], minlength=self._fine_size(j)).astype(np.float64)
-            noisy = measure_counts(exact, sigma, rng)
+        for noisy in np.split(noisy_all, np.cumsum(sizes)[:-1]):
+            j = len(self.fine_counts)
             self.fine_counts.append(noisy)
             if self.categories[j] is not None:
                 group = np.arange(len(noisy))
@@ -242,16 +241,7 @@ class Discretizer:
                 group = equal_mass_groups(noisy, coarse_bins)
             self.groups.append(group)
             self.sizes.append(int(group.max()) + 1)
-        return LedgerEvent.gaussian(
-            "one-way fine histograms (discretisation)",
-            sigma=sigma,
-            sensitivity=1.0,
-            count=self.dim,
-            unit="transition",
-            rho=float(rho),
-            fine_bins=self.fine_bins,
-            coarse_bins=int(coarse_bins),
-        )
+        return event
 
     def _check_fitted(self) -> None:
         if not self.fitted:

@@ -1,13 +1,18 @@
 """PATE-GAN (Jordon, Yoon & van der Schaar, ICLR 2019) and PrePATE-GAN (PrivORL appendix E), our own torch code.
 
-The sensitive transitions are split into ``teachers`` disjoint parts; teacher discriminators learn real (their part)
+The sensitive transitions are split into ``teachers`` disjoint parts by a keyed hash of each record (the key comes from
+the :class:`~privsynth.privacy.noise.NoiseSource` and is never recorded), so adding or removing one transition
+changes exactly one teacher's data and leaves every other teacher's part as it was (a random permutation cut into
+chunks would reshuffle all of them, and ``chunk`` can return fewer parts than teachers); teacher discriminators learn real (their part)
 against generated rows; a student discriminator sees only generated rows, labelled by the teachers' noisy vote; the
 generator learns against the student. Only the votes touch the sensitive data, so they are the whole privacy cost.
 
 Aggregator and accounting (native): every query releases n₁ + N(0, σ²), n₁ the number of teachers voting "real";
 one transition sits in one teacher's part, so it moves n₁ by at most one (L2 sensitivity 1) in every query. T queries
 are T Gaussian mechanisms composed under RDP (the GNMax aggregator of Papernot et al. 2018, data-independent
-analysis); σ is calibrated so that the ``queries`` of the run spend exactly ε at δ. The student regresses the noisy
+analysis); σ is calibrated so that the ``queries`` of the run spend exactly ε at δ. The vote noise is drawn from the
+NoiseSource (OS entropy), never from ``config.seed``, which only drives non-private randomness (initialisation,
+generated rows, teacher mini-batches). The student regresses the noisy
 vote share (unclipped, so unbiased) over a pool of all labelled rows; reusing labels is post-processing. This
 departs from the paper's Laplace noisy-argmax with a data-dependent moments accountant, whose reported ε is itself
 a function of the data and cannot be released without smooth sensitivity; ours is the honest, weaker version.
@@ -22,11 +27,13 @@ synthcity is blocked on the same Opacus pin.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -35,9 +42,34 @@ from privsynth.data.normalize import Normalizer
 from privsynth.errors import InvalidData
 from privsynth.privacy import accounting as acc
 from privsynth.privacy.ledger import LedgerEvent
+from privsynth.privacy.noise import NoiseSource
 from privsynth.synth.baselines.common import BaselineSynthesizer, as_list, check_budget_args, public_matrix
+from privsynth.synth.checkpoint import load_weights_only
 
-__all__ = ["PATEGANConfig", "PATEGANSynthesizer", "PrePATEGANSynthesizer"]
+__all__ = ["PATEGANConfig", "PATEGANSynthesizer", "PrePATEGANSynthesizer", "teacher_assignment", "teacher_parts"]
+
+
+def teacher_assignment(rows: np.ndarray, teachers: int, key: bytes) -> np.ndarray:
+    """Teacher index of every record [N]: keyed BLAKE2b of the record's bytes, modulo ``teachers``.
+
+    A record's teacher depends on that record and the key only, so adding or removing one record changes exactly
+    one teacher's part (the one-teacher sensitivity PATE's vote analysis needs)."""
+    if teachers < 1:
+        raise InvalidData("PATE needs at least one teacher")
+    x = np.ascontiguousarray(np.asarray(rows, dtype=np.float64))
+    out = np.empty(len(x), dtype=np.int64)
+    for i, row in enumerate(x):
+        digest = hashlib.blake2b(row.tobytes(), key=key, digest_size=8).digest()
+        out[i] = int.from_bytes(digest, "little") % teachers
+    return out
+
+
+def teacher_parts(rows: np.ndarray, teachers: int, key: bytes) -> list[torch.Tensor]:
+    """Indices of the records of each of the ``teachers`` disjoint parts (always exactly ``teachers`` parts)."""
+    assign = teacher_assignment(rows, teachers, key)
+    parts = [torch.as_tensor(np.flatnonzero(assign == t)) for t in range(teachers)]
+    assert len(parts) == teachers and sum(len(p) for p in parts) == len(assign)
+    return parts
 
 
 @dataclass
@@ -54,7 +86,8 @@ class PATEGANConfig:
     student_steps: int = 5
     lr: float = 1e-3  # Adam; the PATE-GAN code uses 1e-4 with far more steps, 1e-3 trains at CPU scale
     pretrain_steps: int = 0  # PrePATE-GAN: non-private GAN steps on public data (0 = plain PATE-GAN)
-    seed: int = 0
+    seed: int = 0  # non-private randomness only (init, generated rows, teacher batches); never the vote noise
+    noise_seed: int | None = None  # None: vote noise and partition key from OS entropy; an int: NOT DP (tests only)
 
     def __post_init__(self) -> None:
         if self.teachers < 2:
@@ -169,9 +202,14 @@ class PATEGANSynthesizer(BaselineSynthesizer):
         total_queries = per_iter * c.iterations
         sigma = acc.calibrate_gaussian_multiplier(epsilon, delta, total_queries, "rdp")
 
-        gen = torch.Generator().manual_seed(c.seed + 1)
-        x = self.normalizer.normalize(torch.as_tensor(sensitive.transition_matrix(), dtype=torch.float32))
-        parts = torch.randperm(n, generator=gen).chunk(c.teachers)  # disjoint: one transition, one teacher
+        gen = torch.Generator().manual_seed(c.seed + 1)  # non-private randomness
+        source = NoiseSource(c.noise_seed)
+        noise_gen = source.torch_generator()  # the vote noise: OS entropy unless noise_seed is set (then NOT DP)
+        raw = sensitive.transition_matrix()
+        x = self.normalizer.normalize(torch.as_tensor(raw, dtype=torch.float32))
+        parts = teacher_parts(raw, c.teachers, source.secret_key())  # disjoint: one transition, one teacher
+        if len(parts) != c.teachers:
+            raise InvalidData(f"the teacher partition has {len(parts)} parts for {c.teachers} teachers")
         teachers = [_clone(self.discriminator) for _ in range(c.teachers)]
         t_opts = [torch.optim.Adam(t.parameters(), lr=c.lr, betas=(0.5, 0.999)) for t in teachers]
         student = _clone(self.discriminator)
@@ -190,6 +228,8 @@ class PATEGANSynthesizer(BaselineSynthesizer):
             with torch.no_grad():
                 fake = self.generator(self._noise(c.batch_size * c.teachers, gen)).chunk(c.teachers)
             for teacher, opt, part, f in zip(teachers, t_opts, parts, fake):
+                if len(part) == 0:  # an empty part (possible, unlikely): this teacher sees no real rows this round
+                    continue
                 real = x[part[torch.randint(len(part), (c.batch_size,), generator=gen)]]
                 logits = teacher(torch.cat([real, f]))
                 target = torch.cat([torch.ones(len(real), 1), torch.zeros(len(f), 1)])
@@ -200,7 +240,7 @@ class PATEGANSynthesizer(BaselineSynthesizer):
             with torch.no_grad():
                 q = self.generator(self._noise(per_iter, gen))
                 votes = torch.stack([(t(q) > 0).float().squeeze(1) for t in teachers]).sum(0)
-                noisy = votes + sigma * torch.randn(per_iter, generator=gen)
+                noisy = votes + sigma * torch.randn(per_iter, generator=noise_gen)
             pool_x.append(q)
             pool_y.append((noisy / c.teachers).unsqueeze(1))
             px, py = torch.cat(pool_x), torch.cat(pool_y)
@@ -226,7 +266,8 @@ class PATEGANSynthesizer(BaselineSynthesizer):
                 unit="transition",
                 teachers=c.teachers,
                 queries=int(total_queries),
-                partition="disjoint random split of the transitions",
+                partition="keyed hash of each transition (secret key, never recorded)",
+                noise=source.kind,
             )
         )
         self.history.append(
@@ -275,7 +316,7 @@ class PATEGANSynthesizer(BaselineSynthesizer):
 
     @classmethod
     def load(cls, path: str | Path) -> "PATEGANSynthesizer":
-        state = torch.load(Path(path), map_location="cpu", weights_only=True)
+        state = load_weights_only(path)
         if state.get("synthesizer") not in ("pategan", "prepategan"):
             raise InvalidData(f"{path} is not a PATE-GAN checkpoint")
         klass = PrePATEGANSynthesizer if state["synthesizer"] == "prepategan" else PATEGANSynthesizer

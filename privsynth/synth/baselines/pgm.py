@@ -31,16 +31,38 @@ from privsynth.synth.baselines.common import (
     check_budget_args,
 )
 from privsynth.synth.baselines.grid import GridBaseline
+from privsynth.privacy.mechanisms import exponential_mechanism, gaussian_mechanism
+from privsynth.privacy.noise import NoiseSource
 from privsynth.synth.baselines.discretize import (
     Discretizer,
-    exponential_mechanism,
     gaussian_sigma_for_rho,
     marginal_counts,
-    measure_counts,
     zcdp_rho_for,
 )
 
-__all__ = ["PGMConfig", "PGMSynthesizer", "require_mbi"]
+__all__ = ["PGMConfig", "PGMSynthesizer", "require_mbi", "mst_scores", "MST_SCORE_SENSITIVITY"]
+
+# Add/remove one transition changes one cell of a pair's exact count table by one and nothing else in the score
+# (the independent model is built from already released noisy one-way marginals and their noisy total), so the L1
+# score moves by at most 1.
+MST_SCORE_SENSITIVITY = 1.0
+
+
+def mst_scores(
+    codes: np.ndarray, sizes: list[int], noisy_one_way: list[np.ndarray], pairs: list[tuple[int, int]]
+) -> dict[tuple[int, int], float]:
+    """MST's edge scores: the L1 gap between each pair's exact count table and the independent model
+    ``n̂ · p̂_i ⊗ p̂_j`` built from the *noisy* one-way marginals (McKenna, Miklau & Sheldon 2021, section 4: the
+    model is estimated from the noisy measurements). n̂ is the noisy total (mean over columns of the noisy
+    one-way sums), not the exact count n: with n the score would move by up to 2 when one transition is added
+    (1 in the exact table, 1 in ``n · p̂_i ⊗ p̂_j``), while the exponential mechanism is calibrated for 1."""
+    ones = [np.maximum(np.asarray(o, dtype=np.float64), 0.0) for o in noisy_one_way]
+    n_hat = max(float(np.mean([np.asarray(o, dtype=np.float64).sum() for o in noisy_one_way])), 1.0)
+    probs = [o / o.sum() if o.sum() > 0 else np.full(len(o), 1 / len(o)) for o in ones]
+    return {
+        (i, j): float(np.abs(marginal_counts(codes, (i, j), sizes) - n_hat * np.outer(probs[i], probs[j])).sum())
+        for i, j in pairs
+    }
 
 
 def require_mbi() -> Any:
@@ -73,7 +95,8 @@ class PGMConfig:
     one_way_share: float = 1 / 3  # share of ρ for the one-way histograms (MST)
     select_share: float = 1 / 3  # share of ρ for the MST selection (given to measurement under appendix_e)
     max_categories: int = 4  # columns with at most this many public values are categorical
-    seed: int = 0
+    seed: int = 0  # non-private randomness only: appendix_e's random marginals, sampling; never the DP noise
+    noise_seed: int | None = None  # None: DP noise from OS entropy; an int: reproducible, NOT DP, refused on release
 
     def __post_init__(self) -> None:
         if self.selection not in ("mst", "appendix_e"):
@@ -111,7 +134,8 @@ class PGMSynthesizer(GridBaseline):
         mbi = require_mbi()
         cfg = self.config
         t0 = time.perf_counter()
-        rng = np.random.default_rng(cfg.seed)
+        rng = np.random.default_rng(cfg.seed)  # data-independent choices only (appendix_e's random marginals)
+        source = NoiseSource(cfg.noise_seed)  # every DP draw; OS entropy unless noise_seed is set (then NOT DP)
         ledger = self._start_ledger(delta, unit)
         self._set_template(sensitive)
         rows = sensitive.transition_matrix()
@@ -121,7 +145,7 @@ class PGMSynthesizer(GridBaseline):
         rho_meas = rho - rho_one - rho_sel
 
         disc = self.discretizer
-        ledger.append(disc.fit_dp_sensitive(rows, rho=rho_one, coarse_bins=cfg.bins, rng=rng))
+        ledger.append(disc.fit_dp_sensitive(rows, rho=rho_one, coarse_bins=cfg.bins, source=source))
         codes = disc.encode(rows)
         sizes = disc.sizes
         d = disc.dim
@@ -134,7 +158,7 @@ class PGMSynthesizer(GridBaseline):
             )
 
         if cfg.selection == "mst":
-            cliques = self._select_mst(codes, sizes, rho_sel, rng)
+            cliques = self._select_mst(codes, sizes, rho_sel, source)
             ledger.append(
                 LedgerEvent.zcdp(
                     "MST selection (exponential mechanism per tree edge)",
@@ -142,27 +166,30 @@ class PGMSynthesizer(GridBaseline):
                     unit="transition",
                     rounds=d - 1,
                     epsilon_per_round=float(np.sqrt(8 * rho_sel / max(d - 1, 1))),
-                    score_sensitivity=1.0,
+                    score_sensitivity=MST_SCORE_SENSITIVITY,
+                    score="L1 gap to the independent model from the noisy one-way marginals and noisy total",
+                    noise=source.kind,
                 )
             )
         else:
             cliques = self._select_random(sizes, rng, mbi)
         if cliques:
             sigma = gaussian_sigma_for_rho(rho_meas, len(cliques))
-            for cl in cliques:
-                y = measure_counts(marginal_counts(codes, cl, sizes), sigma, rng).ravel()
-                self.measurements.append({"clique": list(cl), "y": y.tolist(), "stddev": float(sigma)})
-            ledger.append(
-                LedgerEvent.gaussian(
-                    f"{len(cliques)} marginal measurements ({cfg.selection})",
-                    sigma=sigma,
-                    sensitivity=1.0,
-                    count=len(cliques),
-                    unit="transition",
-                    rho=float(rho_meas),
-                    cliques=[[disc.names[c] for c in cl] for cl in cliques],
-                )
+            tables = [marginal_counts(codes, cl, sizes).ravel() for cl in cliques]
+            noisy, _ = gaussian_mechanism(  # one call, len(cliques) tables of L2 sensitivity 1 each
+                np.concatenate(tables),
+                sigma=sigma,
+                sensitivity=1.0,
+                count=len(cliques),
+                name=f"{len(cliques)} marginal measurements ({cfg.selection})",
+                ledger=ledger,
+                source=source,
+                unit="transition",
+                rho=float(rho_meas),
+                cliques=[[disc.names[c] for c in cl] for cl in cliques],
             )
+            for cl, y in zip(cliques, np.split(noisy, np.cumsum([len(t) for t in tables])[:-1])):
+                self.measurements.append({"clique": list(cl), "y": y.tolist(), "stddev": float(sigma)})
         t_meas = time.perf_counter() - t0
         self._estimate()
         self.history.append(
@@ -179,20 +206,15 @@ class PGMSynthesizer(GridBaseline):
         )
         return self
 
-    def _select_mst(self, codes: np.ndarray, sizes: list[int], rho_sel: float, rng: np.random.Generator) -> list[tuple[int, ...]]:
-        """Kruskal's algorithm where each edge is an exponential-mechanism draw (MST, McKenna et al. 2021)."""
+    def _select_mst(self, codes: np.ndarray, sizes: list[int], rho_sel: float, source: NoiseSource) -> list[tuple[int, ...]]:
+        """Kruskal's algorithm where each edge is an exponential-mechanism draw (MST, McKenna et al. 2021); the
+        d − 1 draws together cost ``rho_sel`` (the caller records that one zCDP event)."""
         disc = self.discretizer
         d = disc.dim
         if d < 2:
             return []
-        n = codes.shape[0]
-        ones = [np.maximum(disc.coarse_one_way(j), 0.0) for j in range(d)]
-        ones = [o / o.sum() if o.sum() > 0 else np.full(len(o), 1 / len(o)) for o in ones]
         pairs = list(itertools.combinations(range(d), 2))
-        score = {}
-        for i, j in pairs:  # L1 gap to the independent model; sensitivity 1 under add/remove
-            exact = marginal_counts(codes, (i, j), sizes)
-            score[(i, j)] = float(np.abs(exact - n * np.outer(ones[i], ones[j])).sum())
+        score = mst_scores(codes, sizes, [disc.coarse_one_way(j) for j in range(d)], pairs)
         eps_round = np.sqrt(8 * rho_sel / (d - 1))
         comp = list(range(d))
 
@@ -205,7 +227,10 @@ class PGMSynthesizer(GridBaseline):
         chosen = []
         for _ in range(d - 1):
             cand = [p for p in pairs if find(p[0]) != find(p[1])]
-            k = exponential_mechanism(np.array([score[p] for p in cand]), eps_round, 1.0, rng)
+            k, _ = exponential_mechanism(
+                np.array([score[p] for p in cand]), epsilon=float(eps_round), sensitivity=MST_SCORE_SENSITIVITY,
+                name="MST edge", source=source,
+            )
             i, j = cand[k]
             comp[find(i)] = find(j)
             chosen.append((i, j))

@@ -40,9 +40,10 @@ from privsynth.synth.baselines.discretize import (
     Discretizer,
     gaussian_sigma_for_rho,
     marginal_counts,
-    measure_counts,
     zcdp_rho_for,
 )
+from privsynth.privacy.mechanisms import gaussian_mechanism
+from privsynth.privacy.noise import NoiseSource
 
 __all__ = ["PrivSynConfig", "PrivSynSynthesizer", "gum"]
 
@@ -60,7 +61,8 @@ class PrivSynConfig:
     gum_alpha: float = 0.6  # initial update rate
     gum_decay: float = 0.93  # α_t = max(α·decay^t, 0.02)
     max_categories: int = 4
-    seed: int = 0
+    seed: int = 0  # non-private randomness only (GUM sampling); never the DP noise
+    noise_seed: int | None = None  # None: DP noise from OS entropy; an int: reproducible, NOT DP, refused on release
 
     def __post_init__(self) -> None:
         if self.max_bins < 2 or self.fine_bins < self.max_bins:
@@ -106,7 +108,7 @@ class PrivSynSynthesizer(GridBaseline):
         self._set_dims(sensitive)
         cfg = self.config
         t0 = time.perf_counter()
-        rng = np.random.default_rng(cfg.seed)
+        source = NoiseSource(cfg.noise_seed)  # every DP draw; OS entropy unless noise_seed is set (then NOT DP)
         ledger = self._start_ledger(delta, unit)
         self._set_template(sensitive)
         rows = sensitive.transition_matrix()
@@ -114,7 +116,7 @@ class PrivSynSynthesizer(GridBaseline):
         rho_one, rho_sel = cfg.one_way_share * rho, cfg.select_share * rho
         rho_meas = rho - rho_one - rho_sel
         disc = self.discretizer
-        ledger.append(disc.fit_dp_sensitive(rows, rho=rho_one, coarse_bins=cfg.max_bins, rng=rng))
+        ledger.append(disc.fit_dp_sensitive(rows, rho=rho_one, coarse_bins=cfg.max_bins, source=source))
         codes = disc.encode(rows)
         sizes = disc.sizes
         n = codes.shape[0]
@@ -129,16 +131,16 @@ class PrivSynSynthesizer(GridBaseline):
             indif = np.array(
                 [np.abs(marginal_counts(codes, p, sizes) - np.outer(ones[p[0]], ones[p[1]]) / n).sum() for p in pairs]
             )
-            noisy = indif + rng.normal(0.0, sigma_sel, size=len(pairs))
-            ledger.append(
-                LedgerEvent.gaussian(
-                    "InDif pair scores (selection)",
-                    sigma=sigma_sel,
-                    sensitivity=INDIF_SENSITIVITY,
-                    count=len(pairs),
-                    unit="transition",
-                    rho=float(rho_sel),
-                )
+            noisy, _ = gaussian_mechanism(
+                indif,
+                sigma=sigma_sel,
+                sensitivity=INDIF_SENSITIVITY,
+                count=len(pairs),
+                name="InDif pair scores (selection)",
+                ledger=ledger,
+                source=source,
+                unit="transition",
+                rho=float(rho_sel),
             )
             selected = self._greedy_select(pairs, noisy, sizes, rho_meas)
 
@@ -149,7 +151,11 @@ class PrivSynSynthesizer(GridBaseline):
             rho_i = _allocation(cells, rho_meas)
             sigmas = np.sqrt(1.0 / (2.0 * rho_i))
             for (i, j), s in zip(selected, sigmas):
-                y = measure_counts(marginal_counts(codes, (i, j), sizes), float(s), rng)
+                # each pair table: its own Gaussian mechanism (sensitivity 1, std σ_i = ρ_i-zCDP); the events are
+                # summed into the one zCDP event below
+                y, _ = gaussian_mechanism(marginal_counts(codes, (i, j), sizes), sigma=float(s), sensitivity=1.0,
+                                          name=f"pair marginal {disc.names[i]},{disc.names[j]}", source=source,
+                                          rho_event=True)
                 self.marginals.append({"cols": [i, j], "y": y.ravel().tolist(), "sigma": float(s)})
             ledger.append(
                 LedgerEvent.zcdp(
@@ -159,6 +165,7 @@ class PrivSynSynthesizer(GridBaseline):
                     sigmas=[float(s) for s in sigmas],
                     pairs=[[disc.names[i], disc.names[j]] for i, j in selected],
                     sensitivity=1.0,
+                    noise=source.kind,
                 )
             )
         self.history.append(

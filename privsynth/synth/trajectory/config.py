@@ -79,6 +79,10 @@ class TrajDPConfig:
     batch_size: int = 32  # expected trajectories per step (PrivORL-J batch 32; appendix table X: 1024 on GPU)
     fragments_per_trajectory: int = 32  # K fragments of the sampled trajectory per step (PrivORL-J: 32)
     noise_multiplier: float | None = None  # None = calibrate to epsilon with the accountant
+    # Longest trajectory DP fine-tuning sees, a public bound (None: the environment's max_episode_steps from its spec,
+    # else sampler.max_length). Longer trajectories are truncated to their first max_trajectory_length transitions;
+    # sets the number of fragment slots per item, ceil(max_trajectory_length / H), so no shape depends on the data.
+    max_trajectory_length: int | None = None
 
 
 @dataclass
@@ -109,7 +113,9 @@ class TrajSynthConfig:
     dp: TrajDPConfig = field(default_factory=TrajDPConfig)
     sampler: TrajSamplerConfig = field(default_factory=TrajSamplerConfig)
     pretrain_curiosity: bool = True  # RND novelty of fragments mixed into pre-training batches (PrivORL section VI-B)
-    seed: int = 0
+    seed: int = 0  # non-private randomness only (init, pre-training, default sampling seed); never the DP noise
+    # None (default): DP noise and masks from OS entropy; an int: reproducible, marked NOT DP, refused on release
+    noise_seed: int | None = None
 
 
 def paper_config() -> TrajSynthConfig:

@@ -11,8 +11,14 @@ timeout (PointMaze ends an episode at the goal, with no terminal). The first 2o+
 :class:`~privsynth.data.normalize.Normalizer` fitted on **public** data (never refitted on sensitive data); the two
 flags stay in {0, 1}. A fragment's condition is its linking transition in model space plus a has-link flag.
 
-The privacy unit (DESIGN invariant 2). One DP-SGD item is one whole trajectory: all its fragments, padded to the
-largest fragment count ([N_traj, F_max, H, D] with masks). Per step, Poisson sampling draws trajectories with
+The privacy unit. One DP-SGD item is one whole trajectory: all its fragments, padded to a public number of fragment
+slots F = ⌈L_max / H⌉ ([N_traj, F, H, D] with masks), where L_max is a public bound on trajectory length: the
+configured ``dp.max_trajectory_length``, else the environment's ``max_episode_steps`` (its gymnasium spec), else the
+sampler's ``max_length``. A trajectory longer than L_max is truncated to its first L_max transitions. Truncation is
+a fixed map applied to each trajectory on its own, so datasets that differ in one trajectory still differ in (the
+truncation of) one trajectory and trajectory-level DP holds unchanged; splitting a long trajectory into several items
+instead would let one user own several units and break it. No shape, and nothing on the card, depends on the longest
+sensitive trajectory. Per step, Poisson sampling draws trajectories with
 q = B / N_traj; inside the loss, each drawn trajectory contributes the **sum** of the losses of K of its fragments
 picked at random (all of them when it has ≤ K). That sum depends on that trajectory alone, so its gradient is clipped
 once to C however many fragments it has; fixing K bounds the cost of long trajectories without duplicating anything
@@ -59,19 +65,24 @@ NAMES = {"transformer": "privorl-j", "unet": "privorl-j-u", "dp-transformer": "d
 
 @dataclasses.dataclass
 class FragmentItems:
-    """Fragments of a dataset in model space: data [F, H, D], cond [F, D + 1], mask [F, H], episode [F]."""
+    """Fragments of a dataset in model space: data [F, H, D], cond [F, D + 1], mask [F, H], episode [F] and the
+    fragment's first position inside its episode, start [F]."""
 
     data: torch.Tensor
     cond: torch.Tensor
     mask: torch.Tensor
     episode: torch.Tensor
+    start: torch.Tensor | None = None
 
-    def per_trajectory(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One item per trajectory, padded: ([N, F_max, H, D], [N, F_max, D + 1], [N, F_max, H])."""
+    def per_trajectory(self, slots: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One item per trajectory, padded to ``slots`` fragments (default: the largest count; DP fine-tuning passes
+        the public ⌈L_max / H⌉): ([N, F, H, D], [N, F, D + 1], [N, F, H])."""
         ep = self.episode.numpy()
         n = int(ep.max()) + 1
         counts = np.bincount(ep, minlength=n)
-        fmax = int(counts.max())
+        fmax = int(counts.max()) if slots is None else int(slots)
+        if counts.max() > fmax:
+            raise InvalidData(f"a trajectory has {int(counts.max())} fragments, more than the {fmax} slots")
         f, h, d = self.data.shape
         data = torch.zeros(n, fmax, h, d)
         cond = torch.zeros(n, fmax, d + 1)
@@ -86,6 +97,29 @@ class FragmentItems:
         cond[idx_e, idx_s] = self.cond
         mask[idx_e, idx_s] = self.mask
         return data, cond, mask
+
+
+def public_max_episode_steps(info: DatasetInfo | None) -> int | None:
+    """``max_episode_steps`` of the dataset's environment (its kwargs, else its registered gymnasium spec): a public
+    fact about the task. None when unknown."""
+    if info is None or not info.env_id:
+        return None
+    kw = (info.env_kwargs or {}).get("max_episode_steps")
+    if kw:
+        return int(kw)
+    try:
+        import gymnasium as gym
+
+        try:
+            spec = gym.spec(info.env_id)
+        except Exception:
+            import gymnasium_robotics  # registers PointMaze and friends
+
+            gym.register_envs(gymnasium_robotics)
+            spec = gym.spec(info.env_id)
+    except Exception:
+        return None
+    return int(spec.max_episode_steps) if spec.max_episode_steps else None
 
 
 class TrajectoryLoss(nn.Module):
@@ -120,7 +154,11 @@ class TrajectorySynthesizer(NetworkSynthesizer):
     ``sample(n)`` returns ``n`` stitched trajectories (not transitions).
     """
 
-    def __init__(self, config: TrajSynthConfig | None = None, *, normalizer: Normalizer | None = None) -> None:
+    def __init__(
+        self, config: TrajSynthConfig | None = None, *, normalizer: Normalizer | None = None, normalizer_event: Any = None
+    ) -> None:
+        """``normalizer``: public or fixed bounds; a DP one (:func:`privsynth.privacy.dp_normalizer`) must come with its
+        ``normalizer_event``, charged to this synthesizer's ledger (or use :meth:`fit_dp_normalizer`)."""
         self.config = config or cpu_config()
         if self.config.backbone not in NAMES:
             raise InvalidData(f"unknown backbone '{self.config.backbone}': choose {', '.join(NAMES)}")
@@ -135,6 +173,10 @@ class TrajectorySynthesizer(NetworkSynthesizer):
         self.public_data: list[str] = []
         self.history: list[dict[str, Any]] = []
         self.last_sample_stats: dict[str, Any] = {}
+        self.normalizer_event: Any = normalizer_event
+        # mean DP-SGD loss of the last fine-tune: computed from sensitive data without a mechanism, so it stays in
+        # memory for the data holder and is never saved, carded or released
+        self.last_finetune_loss: float | None = None
 
     # ----------------------------------------------------------------------------------------------- layout
     @property
@@ -199,6 +241,7 @@ class TrajectorySynthesizer(NetworkSynthesizer):
             cond=torch.as_tensor(cond),
             mask=torch.as_tensor(fr.mask),
             episode=torch.as_tensor(fr.episode_index),
+            start=torch.as_tensor(fr.start),
         )
 
     # ------------------------------------------------------------------------------------------- pre-training
@@ -295,9 +338,31 @@ class TrajectorySynthesizer(NetworkSynthesizer):
         })
 
     # ---------------------------------------------------------------------------------------- DP fine-tuning
+    def trajectory_cap(self) -> tuple[int, str]:
+        """The public bound L_max on trajectory length used in DP fine-tuning, and where it comes from."""
+        cap = self.config.dp.max_trajectory_length
+        if cap is not None:
+            if int(cap) < 1:
+                raise InvalidData(f"max_trajectory_length must be at least 1, got {cap}")
+            return int(cap), "config dp.max_trajectory_length"
+        steps = public_max_episode_steps(self.template)
+        if steps is not None:
+            return steps, "environment spec max_episode_steps"
+        return int(self.config.sampler.max_length), "config sampler.max_length"
+
     def trajectory_items(self, sensitive: OfflineDataset) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One DP item per trajectory of ``sensitive``: its fragments padded to F_max (see the module docstring)."""
-        return self.fragment_items(sensitive).per_trajectory()
+        """One DP item per trajectory of ``sensitive``: its fragments, truncated to the public length bound L_max and
+        padded to ⌈L_max / H⌉ slots (see the module docstring)."""
+        cap, _ = self.trajectory_cap()
+        h = self.config.horizon
+        fr = self.fragment_items(sensitive)
+        start = fr.start
+        keep = start < cap  # fragments that begin inside the first L_max transitions
+        pos = start[keep, None] + torch.arange(h)[None, :]
+        mask = fr.mask[keep] & (pos < cap)  # and no transition past L_max
+        data = fr.data[keep] * mask[..., None]
+        items = FragmentItems(data=data, cond=fr.cond[keep], mask=mask, episode=fr.episode[keep])
+        return items.per_trajectory(slots=-(-cap // h))
 
     def finetune(
         self, sensitive: OfflineDataset, epsilon: float, delta: float, unit: Unit = "trajectory", *, progress: bool = True
@@ -311,11 +376,12 @@ class TrajectorySynthesizer(NetworkSynthesizer):
                 "fine-tuning never fits one on sensitive data"
             )
         self._check(sensitive)
+        self._check_normalizer_accounted("trajectory")
         assert self.model is not None and self.ema is not None
         from privsynth.privacy.dpsgd import DPSGDConfig, dp_train
-        from privsynth.privacy.ledger import Ledger
 
         cfg, tc, dpc = self.config, self.config.finetune, self.config.dp
+        cap, cap_source = self.trajectory_cap()
         items = self.trajectory_items(sensitive)
         n_units = items[0].shape[0]
         loss_module = TrajectoryLoss(self.model, dpc.fragments_per_trajectory)
@@ -330,29 +396,32 @@ class TrajectorySynthesizer(NetworkSynthesizer):
             target_epsilon=float(epsilon), delta=float(delta), epochs=tc.epochs, batch_size=dpc.batch_size,
             max_grad_norm=dpc.max_grad_norm, unit="trajectory", accountant=dpc.accountant,
             grad_sample_mode=dpc.grad_sample_mode, noise_multiplier=dpc.noise_multiplier,
+            noise_seed=cfg.noise_seed,  # None: masks and noise from OS entropy, never from cfg.seed
         )
         t0 = time.perf_counter()
-        torch.manual_seed(cfg.seed + 7)
+        torch.manual_seed(cfg.seed + 7)  # fragment picks and diffusion σ inside the loss (not privacy noise)
         result = dp_train(
             loss_module, items, dp_cfg,
             make_optimizer=lambda ps: torch.optim.AdamW(ps, lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay),
             on_step=on_step, progress=progress, description=f"{self.name} DP fine-tune (eps={epsilon:g}, unit=trajectory)",
         )
-        if self._ledger is None:
-            public = list(self.public_data)
-            if self.normalizer.source not in public:
-                public.append(f"normaliser: {self.normalizer.source}")
-            self._ledger = Ledger(unit="trajectory", accountant=dpc.accountant, delta=float(delta), public_data=public)
-        self._ledger.append(result.event)
+        ledger = self._open_ledger("trajectory", dpc.accountant, float(delta))
+        ledger.append(result.event)
+        note = (f"trajectories longer than {cap} transitions ({cap_source}, a public bound) are truncated to their "
+                f"first {cap} before DP fine-tuning")
+        if note not in ledger.notes:
+            ledger.notes.append(note)
         fin = [v for v in losses if math.isfinite(v)]
+        self.last_finetune_loss = float(np.mean(fin[-50:])) if fin else None
         self.history.append({
             "phase": "finetune", "private": True, "dataset": sensitive.info.name, "unit": "trajectory",
-            "trajectories": n_units, "fragments_max": int(items[0].shape[1]),
+            "trajectories": n_units, "trajectory_length_cap": cap, "trajectory_length_cap_source": cap_source,
+            "fragment_slots": int(items[0].shape[1]), "longer_trajectories": "truncated to the cap",
             "fragments_per_trajectory": dpc.fragments_per_trajectory, "steps": result.steps,
             "batch_size": dpc.batch_size, "sample_rate": result.sample_rate,
             "noise_multiplier": result.noise_multiplier, "epsilon": result.epsilon, "delta": result.delta,
             "target_epsilon": float(epsilon), "grad_sample_mode": result.grad_sample_mode,
-            "seconds": time.perf_counter() - t0, "final_loss": float(np.mean(fin[-50:])) if fin else None,
+            "seconds": time.perf_counter() - t0,
         })
         return self
 
@@ -380,7 +449,10 @@ class TrajectorySynthesizer(NetworkSynthesizer):
 
     def sample(self, n: int, *, seed: int | None = None, progress: bool = False, name: str | None = None,
                max_length: int | None = None) -> OfflineDataset:
-        """``n`` synthetic trajectories (un-normalised, actions clipped), with the privacy card in ``info``."""
+        """``n`` synthetic trajectories (un-normalised, actions clipped), with the privacy card in ``info``.
+
+        ``seed`` (default ``config.seed``) drives the sampler only: sampling the released weights is post-processing,
+        so a recorded sampling seed reveals nothing about the DP noise, which was drawn from OS entropy."""
         t0 = time.perf_counter()
         res = self.stitch(n, seed=seed, progress=progress, max_length=max_length)
         assert self.obs_dim is not None and self.act_dim is not None and self.template is not None
@@ -410,7 +482,7 @@ class TrajectorySynthesizer(NetworkSynthesizer):
             base.update(self._ledger.card())
             base["ledger"] = self._ledger.to_dict()
         base.update({
-            "private": self._ledger is not None,
+            "private": self._ledger is not None and self._ledger.private,
             "synthesizer": self.name,
             "released_weights": "EMA",
             "public_data": list(self.public_data),
@@ -438,6 +510,7 @@ class TrajectorySynthesizer(NetworkSynthesizer):
             "ledger": self._ledger.to_json() if self._ledger is not None else None,
             "public_data": self.public_data,
             "history": self.history,
+            "normalizer_event": self.normalizer_event.to_dict() if self.normalizer_event is not None else None,
         }
         path = Path(path)
         atomic_torch_save(state, path)
