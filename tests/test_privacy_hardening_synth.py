@@ -374,3 +374,37 @@ def test_shipped_pretrained_checkpoints_still_load():
     assert names
     synth = TransitionSynthesizer.load(resolve_pretrained(names[0]))
     assert synth.ema is not None
+
+
+def test_pgm_mst_fit_without_mbi_spends_its_budget_with_secure_noise(monkeypatch):
+    """The measurement side of PGM (everything before mbi's estimation) with the estimation stubbed out."""
+    from privsynth.synth.baselines import pgm
+
+    monkeypatch.setattr(pgm, "require_mbi", lambda: None)
+    monkeypatch.setattr(pgm.PGMSynthesizer, "_estimate", lambda self: None)
+    pub, sens = make_toy_dataset(lengths=(100, 100), seed=1), make_toy_dataset(lengths=(80, 70), seed=2, sensitive=True)
+    s = pgm.PGMSynthesizer(pgm.PGMConfig()).pretrain(pub).finetune(sens, 1.0, DELTA)
+    d = sens.transition_dim
+    assert len(s.measurements) == d + d - 1
+    assert [ev.params["noise"] for ev in s.ledger.events] == ["secure"] * 3
+    sel = [ev for ev in s.ledger.events if ev.mechanism == "zcdp"][0]
+    assert sel.params["score_sensitivity"] == pgm.MST_SCORE_SENSITIVITY
+    rho = sum(ev.params["rho"] for ev in s.ledger.events)
+    assert rho == pytest.approx(s.history[-1]["rho"], rel=1e-6) and s.card()["private"]
+    for m in s.measurements[d:]:  # each tree table measured once, with its own cells
+        i, j = m["clique"]
+        assert len(m["y"]) == s.discretizer.sizes[i] * s.discretizer.sizes[j]
+
+
+def test_trajectory_synth_refuses_a_dp_normaliser_without_its_event():
+    from privsynth.privacy.dp_stats import dp_normalizer_from_dataset
+    from privsynth.synth.trajectory import TrajectorySynthesizer, tiny_config
+
+    sens = make_toy_dataset(lengths=(7, 5, 10, 4, 6), obs_dim=3, act_dim=2, seed=2, sensitive=True)
+    norm, event = dp_normalizer_from_dataset(sens, low=-5, high=5, epsilon=1.0, delta=1e-2, unit="trajectory")
+    with pytest.raises(PrivacyError, match="ledger event"):
+        TrajectorySynthesizer(tiny_config(), normalizer=norm).finetune(sens, 3.0, 1e-2, progress=False)
+    wrong_unit = dp_normalizer_from_dataset(sens, low=-5, high=5, epsilon=1.0, delta=1e-2)[1]
+    with pytest.raises(PrivacyError, match="unit"):
+        TrajectorySynthesizer(tiny_config(), normalizer=norm, normalizer_event=wrong_unit).finetune(
+            sens, 3.0, 1e-2, progress=False)
