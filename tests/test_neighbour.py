@@ -4,6 +4,7 @@ entry to ``PATHS``. The added unit is an episode longer than every other one, so
 (longest trajectory, total transitions) show up as leaks."""
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ import torch
 from conftest import make_toy_dataset
 from neighbour import add_episode, leaks, minari_metadata
 from privsynth.data import OfflineDataset
+from privsynth.synth import registry
 
 
 @dataclass(frozen=True)
@@ -61,28 +63,16 @@ def _privorl_n(unit: str):
     return run
 
 
-def _trajectory(backbone: str):
+def _registered(name: str):
+    """Any registered synthesizer at its tiny preset: pre-train on public data, DP fine-tune, sample, save."""
     def run(sens: OfflineDataset, tmp: Path) -> dict:
-        from privsynth.synth.trajectory import TrajectorySynthesizer, tiny_config
-
-        cfg = tiny_config(backbone)
-        cfg.pretrain_curiosity = False
+        episodes = registry.entry(name).episodes
+        public = make_toy_dataset(lengths=(12, 10, 14) if episodes else (100, 100), seed=1, name="pub")
         torch.manual_seed(0)
-        synth = TrajectorySynthesizer(cfg).pretrain(make_toy_dataset(lengths=(12, 10, 14), seed=1, name="pub"),
-                                                      progress=False)
-        synth.finetune(sens, 5.0, 1e-3, progress=False)
-        return _synth_view(synth, tmp, n=4)
-    return run
-
-
-def _baseline(name: str, **overrides):
-    def run(sens: OfflineDataset, tmp: Path) -> dict:
-        from privsynth.synth.baselines import make_baseline
-
-        torch.manual_seed(0)
-        synth = make_baseline(name, **overrides).pretrain(make_toy_dataset(lengths=(100, 100), seed=1, name="pub"))
-        synth.finetune(sens, 5.0, 1e-3, "transition")
-        return _synth_view(synth, tmp)
+        synth = registry.make(name, preset="tiny")
+        registry.fit(synth, sens, public=public, epsilon=5.0, delta=1e-3,
+                     unit="trajectory" if episodes else "transition")
+        return _synth_view(synth, tmp, n=4 if episodes else 64)
     return run
 
 
@@ -96,23 +86,28 @@ def _sens_small() -> OfflineDataset:
     return make_toy_dataset(lengths=(9, 8, 10, 9, 8, 10, 9, 8), seed=2, sensitive=True, name="sens")
 
 
-_PATE = dict(teachers=3, iterations=10, queries=100, student_steps=2, batch_size=16, generator_units=16,
-             discriminator_units=16, noise_dim=4)
 _SAMPLE = ("*sample_info.extra*", "*card.sample.*", "*.sample.*", "*last_sample*")
 _GRID = _SAMPLE + ("*discretizer.fine_counts*", "*discretizer.groups*", "*discretizer.sizes*", "*measurements*",
                    "*marginals*", "*cliques*")
 
-PATHS = [
-    # at unit = transition the number of rows is N, a public fact the card names
-    ReleasingPath("privorl-n transition", _privorl_n("transition"), _sens_transitions, _SAMPLE + ("*.rows",)),
-    ReleasingPath("privorl-n trajectory", _privorl_n("trajectory"), _sens_transitions, _SAMPLE, slow=True),
-    ReleasingPath("privorl-j", _trajectory("transformer"), _sens_small, _SAMPLE, slow=True),
-    ReleasingPath("privorl-j-unet", _trajectory("unet"), _sens_small, _SAMPLE, slow=True),
-    ReleasingPath("dp-transformer", _trajectory("dp-transformer"), _sens_small, _SAMPLE, slow=True),
-    ReleasingPath("privsyn", _baseline("privsyn", gum_rounds=3), _sens_transitions, _GRID, slow=True),
-    ReleasingPath("pategan", _baseline("pategan", **_PATE), _sens_transitions, _SAMPLE, slow=True),
-    ReleasingPath("prepategan", _baseline("prepategan", **_PATE, pretrain_steps=5), _sens_transitions, _SAMPLE, slow=True),
-]
+_DP_OUTPUTS = {"pgm": _GRID, "privsyn": _GRID}
+
+
+def _paths() -> list[ReleasingPath]:
+    paths = [
+        # the release to the Minari store, at both units (at unit = transition the row count is N, a public fact)
+        ReleasingPath("release privorl-n transition", _privorl_n("transition"), _sens_transitions, _SAMPLE + ("*.rows",)),
+        ReleasingPath("release privorl-n trajectory", _privorl_n("trajectory"), _sens_transitions, _SAMPLE, slow=True),
+    ]
+    for name in registry.names():  # every registered synthesizer, by construction
+        if registry.entry(name).extra == "pgm" and importlib.util.find_spec("mbi") is None:
+            continue
+        data = _sens_small if registry.entry(name).episodes else _sens_transitions
+        paths.append(ReleasingPath(name, _registered(name), data, _DP_OUTPUTS.get(name, _SAMPLE), slow=True))
+    return paths
+
+
+PATHS = _paths()
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.slow else p for p in PATHS],
