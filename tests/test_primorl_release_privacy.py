@@ -134,3 +134,13 @@ def test_loading_a_checkpoint_with_a_pickled_object_is_refused(tmp_path, capsys)
     code = main(["primorl", "generate", "x", "test/evil-v0", "--from", str(run), "--epsilon-budget", "5"])
     out = capsys.readouterr()
     assert code == 2 and "pwned" not in out.out and str(run / "model.pt") in out.err
+
+
+def test_kickstart_teacher_checkpoint_with_a_pickled_object_is_refused(tmp_path, capsys):
+    from privsynth.methods.kickstart.experiments import SuiteConfig, load_teacher
+
+    _evil(tmp_path / "teacher.pt")
+    (tmp_path / "teacher.json").write_text("{}")
+    with pytest.raises(InvalidData) as err:
+        load_teacher(tmp_path, SuiteConfig(env_id="CartPole-v1"))
+    assert str(tmp_path / "teacher.pt") in str(err.value) and "pwned" not in capsys.readouterr().out
