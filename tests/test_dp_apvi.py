@@ -338,3 +338,13 @@ def test_release_metadata_does_not_reveal_the_sensitive_data_seed(monkeypatch):
         release_synthetic_dataset("privsynth/rand/dp-counts-v1", env="random", n_episodes=100, n_synthetic=5,
                                   rho=1.0, epsilon_budget=10.0, noise_seed=3)
     assert not minari_io.dataset_exists("privsynth/rand/dp-counts-v1")
+
+
+def test_reproducible_source_gives_each_mechanism_call_its_own_stream():
+    """One reproducible source feeding 100 DP-VAPVI releases must not reuse one draw for all of them."""
+    src = NoiseSource.reproducible(3)
+    a, b = src.numpy_rng().normal(size=4), src.numpy_rng().normal(size=4)
+    assert not np.allclose(a, b)
+    again = NoiseSource.reproducible(3)
+    assert np.array_equal(again.numpy_rng().normal(size=4), a) and np.array_equal(again.numpy_rng().normal(size=4), b)
+    assert np.array_equal(NoiseSource.reproducible(3).numpy_rng(0).normal(size=4), a)  # explicit streams unchanged
