@@ -97,3 +97,27 @@ def test_expert_dpsgd_noise_is_not_replayable_from_the_seed(pool):
     assert torch.equal(c, d) and lc.reproducible_noise
     with pytest.raises(PrivacyError):
         check_budget(lc, 100.0)
+
+
+@pytest.mark.slow
+def test_cli_release_goes_through_the_guard_and_nonprivate_train_is_refused(pool, monkeypatch, tmp_path, capsys):
+    import json
+
+    import privsynth.methods.expert_envs as envs
+    from privsynth.cli import main
+
+    ex, data = pool
+    monkeypatch.setattr(envs, "make_expert_pool", lambda cfg: (ex, data))
+    out = tmp_path / "rel"
+    assert main(["expert", "release", "--env", "cartpole", "--epsilon", "20", "-T", "10", "--out", str(out)]) == 0
+    result = json.loads((out / "result.json").read_text())
+    assert (out / "privacy_card.md").is_file() and (out / "privacy_ledger.json").is_file()
+    assert "transitions" not in result and result["constants"]["max_len"] == get_spec("cartpole").horizon
+    assert result["sampler"] == "expert"
+    capsys.readouterr()
+    code = main(["expert", "train", "--env", "cartpole", "--method", "nonprivate", "--steps", "2", "--batch-size", "8",
+                 "--quiet", "--out", str(tmp_path / "np")])
+    captured = capsys.readouterr()
+    assert code == 2 and not (tmp_path / "np").exists()  # the guard refuses epsilon = inf: nothing written
+    summary = json.loads(captured.out[: captured.out.rindex("}") + 1])
+    assert summary["ledger_epsilon"] == float("inf") and "not_dp" in summary

@@ -84,14 +84,19 @@ def _release(args):
     return experts, data, rel, (e1, d1, e2, d2)
 
 
-def _write(args, summary: dict, ledger=None) -> None:
+def _write(args, summary: dict, ledger) -> None:
+    """Print the summary; with ``--out`` write it and the ledger through the release guard (budget: ``--epsilon``),
+    so a non-private run (ε = ∞) or an empty ledger is refused and nothing is written."""
     print(json.dumps(summary, indent=2))
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "result.json").write_text(json.dumps(summary, indent=2))
-        if ledger is not None:
-            (out / "ledger.json").write_text(ledger.to_json())
+        from privsynth.privacy.guard import guarded_write
+
+        def write(tmp: Path) -> None:
+            tmp.mkdir()
+            (tmp / "result.json").write_text(json.dumps(summary, indent=2))
+            (tmp / "ledger.json").write_text(ledger.to_json())
+
+        guarded_write(Path(args.out), write, ledger, args.epsilon, ledger.delta)
 
 
 def run_release(args: argparse.Namespace) -> int:
