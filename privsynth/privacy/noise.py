@@ -17,7 +17,6 @@ generators' ordinary samplers (``torch.randn``, ``numpy.random.Generator.normal`
 """
 from __future__ import annotations
 
-import itertools
 import secrets
 from dataclasses import dataclass, field
 
@@ -45,7 +44,7 @@ class NoiseSource:
     seed: int | None = None
     # reproducible mode: calls without an explicit stream take the next stream number, so two mechanisms fed by one
     # source never reuse the same draws (the first call gets stream 0, as before)
-    _streams: itertools.count = field(default_factory=itertools.count, compare=False, repr=False)
+    _streams: list = field(default_factory=lambda: [0], compare=False, repr=False)  # next stream (mutable cell)
 
     @classmethod
     def reproducible(cls, seed: int) -> "NoiseSource":
@@ -64,7 +63,11 @@ class NoiseSource:
         return SECURE if self.secure else REPRODUCIBLE
 
     def _stream(self, stream: int | None) -> int:
-        return next(self._streams) if stream is None else int(stream)
+        if stream is not None:
+            return int(stream)
+        n = self._streams[0]
+        self._streams[0] = n + 1
+        return n
 
     def torch_generator(self, stream: int | None = None) -> torch.Generator:
         """A CPU generator: keyed from OS entropy (secure) or from ``(seed, stream)`` (reproducible; ``stream=None``
