@@ -82,7 +82,7 @@ def main() -> int:
                 m=m, transitions=len(data), episodes=data.n_episodes, expert_return_mean=float(ep_ret.mean()),
                 expert_return_pcts=np.percentile(ep_ret, [5, 50, 95]).tolist(), random_return=float(rnd.mean()),
                 seconds=round(time.time() - t0, 1)), indent=2))
-            everything = ReleaseResult(None, np.arange(len(data)), np.zeros(0, np.int64))
+            everything = ReleaseResult(None, np.arange(len(data)), np.zeros(0, np.int64), private=False)
             for algo in args.algos.split(","):
                 for seed in range(args.seeds_main):
                     w.writerow(run_one(env, data, everything, algo, "nonprivate", 0.0, seed, args, 0, 0, 0, 0, 0.0))
@@ -97,7 +97,7 @@ def main() -> int:
                         for method, (e1, d1, e2, d2), p in runs:
                             if method not in args.methods.split(","):
                                 continue
-                            rel = data_release(data, experts, DataReleaseConfig(e1, d1, T, seed=seed), keep_trace=False)
+                            rel = data_release(data, experts, DataReleaseConfig(e1, d1, T), keep_trace=False)
                             row = run_one(env, data, rel, algo, method, eps, seed, args, e1, d1, e2, d2, p)
                             w.writerow(row)
                             f.flush()

@@ -29,7 +29,7 @@ RANDOM, EXPERT = -1229.0, -150.0  # measured, see summarize()
 
 
 def _config(args: argparse.Namespace, arm: str) -> PriMORLConfig:
-    k_train = round(args.episodes * 0.99)
+    k_train = args.episodes  # the public data are simulator rollouts: every trajectory is trained on (issue 21)
     q = args.expected_batch / k_train
     tdp = TDPConfig(sample_rate=q, rounds=args.rounds, noise_multiplier=0.0 if arm == "no_privacy" else None,
                     target_epsilon=None if arm == "no_privacy" else args.epsilon)

@@ -1,6 +1,7 @@
 """DP-APVI / APVI, the count release, and the zCDP arithmetic (tested against dp-accounting)."""
 from __future__ import annotations
 
+import json
 import math
 
 import dp_accounting
@@ -25,6 +26,7 @@ from privsynth.methods.dp_apvi import (
 )
 from privsynth.methods.tabular_mdp import Trajectories, gridworld_mdp, random_tabular_mdp, uniform_policy
 from privsynth.methods.zcdp import ZcdpLedger, epsilon_to_zcdp, gaussian_sigma, zcdp_to_epsilon
+from privsynth.privacy.noise import NoiseSource
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +88,7 @@ def test_gaussian_noise_is_added_with_the_stated_scale():
     n_sa, _ = count_visits(traj, S, A)
     rho = 1e-3
     diffs = np.concatenate([
-        (release_counts_sensitive(traj, S, A, np.random.default_rng(s), rho=rho, reward=mdp.R).noisy_n_sa - n_sa).ravel()
+        (release_counts_sensitive(traj, S, A, rho=rho, reward=mdp.R).noisy_n_sa - n_sa).ravel()
         for s in range(40)])
     sigma = math.sqrt(2 * H / rho)
     assert abs(diffs.mean()) < 0.1 * sigma
@@ -109,7 +111,7 @@ def test_ledger_records_the_budget_and_bad_budgets_are_refused(small):
     ledger = ZcdpLedger()
     dp_apvi(traj, mdp.R, S, A, rho=0.7, seed=0, ledger=ledger)
     assert ledger.rho == pytest.approx(0.7)
-    assert ledger.events[0].noise_scale == pytest.approx(gaussian_sigma(ledger.events[0].sensitivity, 0.7))
+    assert ledger.events[0].params["sigma"] == pytest.approx(gaussian_sigma(ledger.events[0].params["sensitivity"], 0.7))
     assert ledger.epsilon(1e-5) == pytest.approx(zcdp_to_epsilon(0.7, 1e-5, "gdp"))
     with pytest.raises(PrivacyError):
         dp_apvi(traj, mdp.R, S, A, rho=-1.0)
@@ -163,7 +165,7 @@ def test_project_counts_is_the_lp_optimum():
 def test_released_counts_are_consistent_and_non_negative(small, kwargs):
     mdp, traj = small
     H, S, A = mdp.shape
-    rel = release_counts_sensitive(traj, S, A, np.random.default_rng(1), reward=mdp.R, **kwargs)
+    rel = release_counts_sensitive(traj, S, A, reward=mdp.R, **kwargs)
     assert (rel.n_sas >= 0).all() and (rel.noisy_n_sa >= 0).all()
     assert np.abs(rel.n_sas.sum(-1) - rel.noisy_n_sa).max() <= rel.threshold / 2 + 1e-9
     P, n = rel.kernel()
@@ -196,9 +198,9 @@ def test_bonus_matches_its_formula():
 def test_fixed_seed_gives_identical_results(small):
     mdp, traj = small
     H, S, A = mdp.shape
-    a = dp_apvi(traj, mdp.R, S, A, rho=1.0, seed=5)
-    b = dp_apvi(traj, mdp.R, S, A, rho=1.0, seed=5)
-    c = dp_apvi(traj, mdp.R, S, A, rho=1.0, seed=6)
+    a = dp_apvi(traj, mdp.R, S, A, rho=1.0, seed=5, noise=NoiseSource.reproducible(5))
+    b = dp_apvi(traj, mdp.R, S, A, rho=1.0, seed=5, noise=NoiseSource.reproducible(5))
+    c = dp_apvi(traj, mdp.R, S, A, rho=1.0, seed=6, noise=NoiseSource.reproducible(6))
     assert np.array_equal(a.release.n_sas, b.release.n_sas) and np.array_equal(a.policy, b.policy)
     assert np.array_equal(a.Q, b.Q)
     assert not np.array_equal(a.release.n_sas, c.release.n_sas)  # noise really depends on the seed
@@ -229,7 +231,7 @@ def test_dp_apvi_converges_to_apvi_as_n_grows():
         for seed in range(3):
             traj = mdp.sample(uniform_policy(H, S, A), n, np.random.default_rng([seed, 0]))
             ref = mdp.gap(apvi(traj, mdp.R, S, A, seed=seed).policy)
-            dp = mdp.gap(dp_apvi(traj, mdp.R, S, A, rho=1.0, seed=seed).policy)
+            dp = mdp.gap(dp_apvi(traj, mdp.R, S, A, rho=1.0, seed=seed, noise=NoiseSource.reproducible(seed)).policy)
             assert dp >= -1e-9 and ref >= -1e-9
             gaps[n].append(dp - ref)
     assert np.mean(gaps[30000]) < 0.02
@@ -240,7 +242,7 @@ def test_dp_apvi_converges_to_apvi_as_n_grows():
 def test_count_release_samples_synthetic_trajectories(small):
     mdp, traj = small
     H, S, A = mdp.shape
-    rel = release_counts_sensitive(traj, S, A, np.random.default_rng(0), rho=2.0, reward=None)
+    rel = release_counts_sensitive(traj, S, A, rho=2.0, reward=None)
     assert rel.reward_source == "private" and (rel.reward >= 0).all() and (rel.reward <= 1).all()
     syn = rel.sample(50, np.random.default_rng(1))
     assert syn.states.shape == (50, H + 1) and syn.actions.shape == (50, H)
@@ -282,3 +284,67 @@ def test_release_writes_a_minari_dataset_with_a_card_and_the_guard_refuses():
     assert (minari_io.target_path("privsynth/grid/dp-counts-v0") / "privacy_ledger.json").is_file()  # guard attached it
     with pytest.raises(PrivsynthError):  # an existing release is not overwritten by accident
         release_synthetic_dataset("privsynth/grid/dp-counts-v0", n_episodes=50, rho=1.0, epsilon_budget=10.0)
+
+
+# ------------------------------------------------------------------------------------------------ issue 21: noise
+def test_privacy_noise_is_not_replayable_from_the_seed(small):
+    """Two runs with the same seed draw different noise by default (OS entropy); only the explicit reproducible
+    switch replays it, and then the ledger says not DP and the guard refuses it."""
+    from privsynth.privacy.guard import check_budget
+
+    mdp, traj = small
+    H, S, A = mdp.shape
+    a = dp_apvi(traj, mdp.R, S, A, rho=1.0, seed=5)
+    b = dp_apvi(traj, mdp.R, S, A, rho=1.0, seed=5)
+    assert not np.array_equal(a.release.noisy_n_sa, b.release.noisy_n_sa)
+    assert a.release.ledger.private and check_budget(a.release.ledger, 100.0) > 0
+    lap = release_counts_sensitive(traj, S, A, epsilon=1.0, reward=mdp.R)
+    lap2 = release_counts_sensitive(traj, S, A, epsilon=1.0, reward=mdp.R)
+    assert not np.array_equal(lap.noisy_n_sa, lap2.noisy_n_sa)
+    with pytest.raises(TypeError):  # a seeded Generator is no longer accepted as the noise source
+        release_counts_sensitive(traj, S, A, np.random.default_rng(0), rho=1.0, reward=mdp.R)
+    r = dp_apvi(traj, mdp.R, S, A, rho=1.0, seed=5, noise=NoiseSource.reproducible(1))
+    assert r.release.ledger.reproducible_noise and not r.release.ledger.private
+    assert "not_dp" in r.release.card() and "not_dp" in r.release.ledger.card()
+    with pytest.raises(PrivacyError):
+        check_budget(r.release.ledger, 100.0)
+
+
+def test_release_metadata_does_not_reveal_the_sensitive_data_seed(monkeypatch):
+    """env=random wrote the MDP seed in extra["mdp"], and the same seed drew the sensitive trajectories ([seed, 0]):
+    anyone reading the release could regenerate the sensitive data exactly. Now the data comes from OS entropy."""
+    minari_io = pytest.importorskip("privsynth.data.minari_io")
+    from privsynth.methods import dp_apvi_release
+    from privsynth.methods.dp_apvi_release import make_tabular_source, release_outputs, release_synthetic_dataset
+
+    seen = []
+    real = dp_apvi_release.release_outputs
+
+    def spy(sensitive, *args, **kw):
+        seen.append(sensitive)
+        return real(sensitive, *args, **kw)
+
+    monkeypatch.setattr(dp_apvi_release, "release_outputs", spy)
+    release_synthetic_dataset("privsynth/rand/dp-counts-v0", env="random", n_episodes=100, n_synthetic=5, rho=1.0,
+                              epsilon_budget=10.0)
+    written = minari_io.load_dataset("privsynth/rand/dp-counts-v0")
+    seed = written.info.extra["mdp"]["seed"]
+    mdp, mu = make_tabular_source("random", seed=seed)
+    replay = mdp.sample(mu, 100, np.random.default_rng([seed, 0]))  # what the old code drew as the sensitive data
+    assert not np.array_equal(replay.states, seen[0].states)
+    ds, ledger = release_outputs(replay, mdp, name="x", rho=1.0, n_synthetic=5)
+    assert ledger.private and "seed" not in json.dumps(ds.info.privacy_card)
+    with pytest.raises(PrivacyError):  # the reproducible switch cannot be released
+        release_synthetic_dataset("privsynth/rand/dp-counts-v1", env="random", n_episodes=100, n_synthetic=5,
+                                  rho=1.0, epsilon_budget=10.0, noise_seed=3)
+    assert not minari_io.dataset_exists("privsynth/rand/dp-counts-v1")
+
+
+def test_reproducible_source_gives_each_mechanism_call_its_own_stream():
+    """One reproducible source feeding 100 DP-VAPVI releases must not reuse one draw for all of them."""
+    src = NoiseSource.reproducible(3)
+    a, b = src.numpy_rng().normal(size=4), src.numpy_rng().normal(size=4)
+    assert not np.allclose(a, b)
+    again = NoiseSource.reproducible(3)
+    assert np.array_equal(again.numpy_rng().normal(size=4), a) and np.array_equal(again.numpy_rng().normal(size=4), b)
+    assert np.array_equal(NoiseSource.reproducible(3).numpy_rng(0).normal(size=4), a)  # explicit streams unchanged

@@ -19,6 +19,7 @@ from privsynth.methods.dp_vapvi import (
 )
 from privsynth.methods.linear_mdp import behaviour_policy, synthetic_linear_mdp
 from privsynth.methods.zcdp import ZcdpLedger
+from privsynth.privacy.noise import NoiseSource
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +67,7 @@ def test_ledger_composes_5H_releases(lin, matrix_noise, total):
     assert ledger.rho == pytest.approx(3.0 * total)
     for e in ledger.events:  # every vector release is a Gaussian at its stated sensitivity
         if "gram" not in e.name:
-            assert e.rho == pytest.approx(e.sensitivity**2 / (2 * e.noise_scale**2))
+            assert e.params["rho"] == pytest.approx(e.params["sensitivity"] ** 2 / (2 * e.params["sigma"] ** 2))
     assert res.summary()["privacy"]["rho"] == pytest.approx(3.0 * total)
 
 
@@ -130,9 +131,9 @@ def test_dp_vapvi_without_noise_is_vapvi(lin):
 def test_fixed_seed_gives_identical_results_and_noise_is_added(lin):
     mdp, mu = lin
     traj = mdp.sample(mu, 300, np.random.default_rng(0))
-    a = dp_vapvi(traj, mdp.Phi, rho=50.0, seed=3)
-    b = dp_vapvi(traj, mdp.Phi, rho=50.0, seed=3)
-    c = dp_vapvi(traj, mdp.Phi, rho=50.0, seed=4)
+    a = dp_vapvi(traj, mdp.Phi, rho=50.0, seed=3, noise=NoiseSource.reproducible(3))
+    b = dp_vapvi(traj, mdp.Phi, rho=50.0, seed=3, noise=NoiseSource.reproducible(3))
+    c = dp_vapvi(traj, mdp.Phi, rho=50.0, seed=4, noise=NoiseSource.reproducible(4))
     assert np.array_equal(a.Q, b.Q) and np.array_equal(a.policy, b.policy)
     assert not np.allclose(a.Q, c.Q)
     assert not np.allclose(a.Q, vapvi(traj, mdp.Phi, seed=3).Q)
@@ -145,8 +146,8 @@ def test_gaps_vapvi_beats_pevi_and_dp_improves_with_rho(lin):
         traj = mdp.sample(mu, 3000, np.random.default_rng([seed, 0]))
         gaps["PEVI"].append(mdp.gap(pevi(traj, mdp.Phi, seed=seed).policy))
         gaps["VAPVI"].append(mdp.gap(vapvi(traj, mdp.Phi, seed=seed).policy))
-        gaps["rho=1"].append(mdp.gap(dp_vapvi(traj, mdp.Phi, 1.0, seed=seed).policy))
-        gaps["rho=1e4"].append(mdp.gap(dp_vapvi(traj, mdp.Phi, 1e4, seed=seed).policy))
+        gaps["rho=1"].append(mdp.gap(dp_vapvi(traj, mdp.Phi, 1.0, seed=seed, noise=NoiseSource.reproducible(seed)).policy))
+        gaps["rho=1e4"].append(mdp.gap(dp_vapvi(traj, mdp.Phi, 1e4, seed=seed, noise=NoiseSource.reproducible(seed)).policy))
     m = {k: float(np.mean(v)) for k, v in gaps.items()}
     assert min(min(v) for v in gaps.values()) >= -1e-9
     assert m["VAPVI"] < 0.01

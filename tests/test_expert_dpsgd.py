@@ -22,7 +22,7 @@ def tiny():
     base = rng.normal(size=(1, 2, 5))
     ex = LinearExperts(base[..., :4] + 0.3 * rng.normal(size=(m, 2, 4)), base[..., 4] + 0.3 * rng.normal(size=(m, 2)))
     data = collect_expert_data("cartpole", ex, 2, seed=0, horizon=40)
-    rel = data_release(data, ex, DataReleaseConfig(eps1=15.0, delta1=1e-4, n_rounds=30, seed=0))
+    rel = data_release(data, ex, DataReleaseConfig(eps1=15.0, delta1=1e-4, n_rounds=30, noise_seed=0))
     return ex, data, rel
 
 

@@ -54,7 +54,7 @@ def test_student_queries_once_per_step_and_ledger_matches():
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
     mech = DirichletMechanism(m=2, L=1.0, b=0.01, eta=0.1, delta_per_query=1e-6)
-    T = CountingTeacher(net, mech, TeacherConfig(k0=5, c=0.9, k_min=0.3), seed=0)
+    T = CountingTeacher(net, mech, TeacherConfig(k0=5, c=0.9, k_min=0.3))
     cfg = PPOConfig(steps_per_epoch=200, epochs=3, train_pi_iters=10, train_v_iters=5, seed=0)
     student = KickstartedPPO(env, cfg, teacher=T)
     log = student.train()

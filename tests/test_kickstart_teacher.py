@@ -29,7 +29,7 @@ def _ledger_totals_from_events(ledger):
 
 @pytest.mark.parametrize("eps_budget,delta_budget", [(500.0, None), (None, 3e-3), (1e4, 5e-3)])
 def test_budget_is_never_exceeded_and_teacher_stays_silent(eps_budget, delta_budget):
-    T = PrivateTeacher(_net(), _mech(), TeacherConfig(k0=5, c=0.8, eps_budget=eps_budget, delta_budget=delta_budget), seed=1)
+    T = PrivateTeacher(_net(), _mech(), TeacherConfig(k0=5, c=0.8, eps_budget=eps_budget, delta_budget=delta_budget))
     rng = np.random.default_rng(0)
     answers = []
     for step in range(400):
@@ -51,7 +51,7 @@ def test_budget_is_never_exceeded_and_teacher_stays_silent(eps_budget, delta_bud
 
 
 def test_geometric_schedule_and_k_min_silence():
-    T = PrivateTeacher(_net(), _mech(), TeacherConfig(k0=5, c=0.5, k_min=0.5), seed=0)
+    T = PrivateTeacher(_net(), _mech(), TeacherConfig(k0=5, c=0.5, k_min=0.5))
     ks = []
     for _ in range(6):
         T.on_episode_start()
@@ -64,7 +64,7 @@ def test_geometric_schedule_and_k_min_silence():
 
 def test_answers_are_noisy_but_unbiased_and_nonprivate_is_exact():
     net = _net()
-    T = PrivateTeacher(net, _mech(), TeacherConfig(k0=5, c=1.0), seed=3)
+    T = PrivateTeacher(net, _mech(), TeacherConfig(k0=5, c=1.0))
     T.on_episode_start()
     obs = np.ones(4)
     xs = np.stack([T.query(obs) for _ in range(3000)])
@@ -77,7 +77,7 @@ def test_answers_are_noisy_but_unbiased_and_nonprivate_is_exact():
 
 
 def test_query_ledger_is_kept_apart_from_dataset_ledgers():
-    T = PrivateTeacher(_net(), _mech(), TeacherConfig(), seed=0, dataset_card={"epsilon": 3.0, "unit": "trajectory"})
+    T = PrivateTeacher(_net(), _mech(), TeacherConfig(), dataset_card={"epsilon": 3.0, "unit": "trajectory"})
     T.on_episode_start()
     T.query(np.zeros(4))
     query_event = T.ledger.events[0]
@@ -95,3 +95,47 @@ def test_query_ledger_is_kept_apart_from_dataset_ledgers():
     again = QueryLedger.from_json(T.ledger.to_json())
     assert again.totals() == pytest.approx(T.ledger.totals())
     json.dumps(card)
+
+
+# ------------------------------------------------------------------------------------------------ issue 21
+def test_teacher_noise_is_not_replayable_and_the_switch_is_refused_by_the_guard():
+    from privsynth.methods.kickstart.teacher import teacher_outputs
+    from privsynth.privacy.guard import check_budget
+    from privsynth.privacy.noise import NoiseSource
+
+    queries = np.random.default_rng(0).normal(size=(5, 4))
+    a = teacher_outputs(_net(), _mech(), TeacherConfig(k0=5, c=0.9), queries)
+    b = teacher_outputs(_net(), _mech(), TeacherConfig(k0=5, c=0.9), queries)
+    assert not np.allclose(a["answers"][0], b["answers"][0])  # OS entropy: same inputs, different answers
+    assert a["ledger"].events[0].params["noise"] == "secure" and "not_dp" not in a["card"]
+    assert check_budget(a["ledger"], 1e9) > 0
+    r1 = teacher_outputs(_net(), _mech(), TeacherConfig(k0=5, c=0.9), queries, noise=NoiseSource.reproducible(7))
+    r2 = teacher_outputs(_net(), _mech(), TeacherConfig(k0=5, c=0.9), queries, noise=NoiseSource.reproducible(7))
+    assert all(np.array_equal(x, y) for x, y in zip(r1["answers"], r2["answers"]))
+    assert "not_dp" in r1["card"]
+    with pytest.raises(PrivacyError):
+        check_budget(r1["ledger"], 1e9)
+    with pytest.raises(TypeError):  # the old seed argument is gone: a seed cannot drive the answers
+        PrivateTeacher(_net(), _mech(), TeacherConfig(), seed=0)
+
+
+def test_teacher_card_does_not_depend_on_the_queries():
+    """The neighbour relation of the teacher: one query observation moved by <= b. Everything but the answers is equal."""
+    from privsynth.methods.kickstart.teacher import teacher_outputs
+
+    q = np.random.default_rng(1).normal(size=(6, 4))
+    q2 = q.copy()
+    q2[3] += 0.005  # ||x - x'|| <= b = 0.01
+    a = teacher_outputs(_net(), _mech(), TeacherConfig(k0=5, c=0.8), q, episode_starts=(0, 3))
+    b = teacher_outputs(_net(), _mech(), TeacherConfig(k0=5, c=0.8), q2, episode_starts=(0, 3))
+    assert json.dumps(a["card"], sort_keys=True) == json.dumps(b["card"], sort_keys=True)
+
+
+def test_nonprivate_teacher_says_epsilon_infinity_and_cannot_be_released():
+    from privsynth.privacy.guard import check_budget
+
+    E = PrivateTeacher(_net(), None, TeacherConfig(private=False))
+    E.query(np.zeros(4))
+    assert E.epsilon == float("inf") and any("NOT DP" in n for n in E.ledger.notes)
+    with pytest.raises(PrivacyError):
+        check_budget(E.ledger, 1e9)

@@ -25,7 +25,7 @@ def test_train_and_generate_release_with_card(sensitive_id, tmp_path):
     card = json.loads((out / "privacy_ledger.json").read_text())
     assert (out / "policy.pt").exists() and (out / "privacy_card.md").exists()
     ev = card["events"][0]
-    k_train = round(60 * 0.99)
+    k_train = 60  # every trajectory is trained on: the public data are simulator rollouts (issue 21, item 7)
     assert ev["params"]["sample_rate"] == pytest.approx(10 / k_train)
     eps = primorl_epsilon(ev["params"]["noise_multiplier"], 10 / k_train, 3, 1e-5)
     assert eps <= 6 * (1 + 1e-6) and eps > 5.0  # calibrated close to the target

@@ -36,7 +36,12 @@ def register(subparsers) -> None:
         s.add_argument("-T", "--rounds", type=int, default=25)
         s.add_argument("--per-factor", type=int, default=10, help="variants per physics factor (10 → 1000 variants)")
         s.add_argument("--n-traj", type=int, default=2, help="trajectories per expert (paper: 20)")
-        s.add_argument("--seed", type=int, default=0)
+        s.add_argument("--sampler", choices=["expert", "trajectory"], default="expert",
+                       help="expert: the analysed A1 (default); trajectory: the paper's reshuffle (approximate guarantee)")
+        s.add_argument("--max-len", type=int, default=None,
+                       help="public horizon cap L of the release (default: the environment's data horizon)")
+        s.add_argument("--seed", type=int, default=0, help="non-private randomness (expert pool, init, coins); "
+                       "privacy noise always comes from OS entropy")
         s.add_argument("--out", default=None, help="folder for the result JSON and ledger")
         if name == "train":
             s.add_argument("--method", choices=["stable_only", "selective", "dpsgd", "nonprivate"], default="selective")
@@ -72,32 +77,47 @@ def _release(args):
     if getattr(args, "method", None) == "stable_only":
         split = "stable"
     e1, d1, e2, d2 = budget_split(args.env, args.epsilon, delta, split)
-    rel = data_release(data, experts, DataReleaseConfig(e1, d1, args.rounds, seed=args.seed), keep_trace=False)
+    rcfg = DataReleaseConfig(e1, d1, args.rounds, sampler=args.sampler, max_len=args.max_len)
+    if getattr(args, "func", None) is run_release:
+        return experts, data, rcfg, (e1, d1, e2, d2)
+    rel = data_release(data, experts, rcfg, keep_trace=False)
     return experts, data, rel, (e1, d1, e2, d2)
 
 
-def _write(args, summary: dict, ledger=None) -> None:
+def _write(args, summary: dict, ledger) -> None:
+    """Print the summary; with ``--out`` write it and the ledger through the release guard (budget: ``--epsilon``),
+    so a non-private run (ε = ∞) or an empty ledger is refused and nothing is written."""
     print(json.dumps(summary, indent=2))
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "result.json").write_text(json.dumps(summary, indent=2))
-        if ledger is not None:
-            (out / "ledger.json").write_text(ledger.to_json())
+        from privsynth.privacy.guard import guarded_write
+
+        def write(tmp: Path) -> None:
+            tmp.mkdir()
+            (tmp / "result.json").write_text(json.dumps(summary, indent=2))
+            (tmp / "ledger.json").write_text(ledger.to_json())
+
+        guarded_write(Path(args.out), write, ledger, args.epsilon, ledger.delta)
 
 
 def run_release(args: argparse.Namespace) -> int:
-    _, data, rel, (e1, d1, e2, d2) = _release(args)
-    summary = dict(env=args.env, experts=data.n_experts, transitions=len(data), eps1=e1, delta1=d1,
-                   stable_transitions=rel.n_stable, prefix_lengths=[r["k"] for r in rel.rounds],
-                   constants=rel.const.to_dict() if rel.const else None)
-    _write(args, summary)
-    if args.out and rel.n_stable:
-        import numpy as np
+    """The stable-prefix release: D_stable, the summary and the ledger, written through the release guard."""
+    import numpy as np
 
-        s = data.take(rel.stable_idx)
-        s.pop("expert")  # D_stable is the public release; expert ids stay private
-        np.savez_compressed(Path(args.out) / "d_stable.npz", **s)
+    from privsynth.methods.expert_svt import release_outputs
+    from privsynth.privacy.guard import guarded_write
+
+    experts, data, rcfg, (e1, d1, e2, d2) = _release(args)
+    out = release_outputs(data, experts, rcfg, env=args.env)
+    print(json.dumps(out["result"], indent=2))
+    if args.out:
+        def write(tmp: Path) -> None:
+            tmp.mkdir()
+            (tmp / "result.json").write_text(json.dumps(out["result"], indent=2))
+            (tmp / "ledger.json").write_text(out["ledger"].to_json())
+            if out["result"]["stable_transitions"]:
+                np.savez_compressed(tmp / "d_stable.npz", **out["d_stable"])
+
+        guarded_write(Path(args.out), write, out["ledger"], args.epsilon, out["ledger"].delta)
     return 0
 
 
@@ -113,8 +133,8 @@ def run_train(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     _, data, rel, (e1, d1, e2, d2) = _release(args)
     p = {"stable_only": 0.0, "dpsgd": 1.0, "nonprivate": 0.0}.get(args.method, args.p)
-    if args.method == "nonprivate":
-        rel = ReleaseResult(None, np.arange(len(data)), np.zeros(0, np.int64))
+    if args.method == "nonprivate":  # raw data as "stable": nothing is DP, ε = ∞ and the guard refuses the ledger
+        rel = ReleaseResult(None, np.arange(len(data)), np.zeros(0, np.int64), private=False)
     cfg = SelectiveConfig(steps=args.steps, batch_size=args.batch_size, p=p, eps2=e2, delta2=d2,
                           accountant=args.accountant, seed=args.seed)
     res = selective_dpsgd(data, rel, LearnerConfig(algo=args.algo, lr=args.lr), cfg,
@@ -123,7 +143,9 @@ def run_train(args: argparse.Namespace) -> int:
     summary = dict(env=args.env, method=args.method, algo=args.algo, epsilon=args.epsilon, eps1=e1, eps2=e2,
                    stable_transitions=len(rel.stable_idx), noisy_steps=res.noisy_steps, stable_steps=res.stable_steps,
                    noise_multiplier=res.noise_multiplier, eps2_strict=res.eps2_strict, eps2_paper=res.eps2_paper,
-                   ledger_epsilon=res.ledger.epsilon() if len(res.ledger) else 0.0, ledger_delta=res.ledger.delta,
+                   ledger_epsilon=res.epsilon, ledger_delta=res.ledger.delta,
                    return_mean=float(rets.mean()), return_std=float(rets.std()), seconds=round(res.seconds, 1))
-    _write(args, summary, res.ledger if len(res.ledger) else None)
+    if not res.ledger.private:
+        summary["not_dp"] = "NOT DP: epsilon is infinite; this result is for benchmarking and cannot be released"
+    _write(args, summary, res.ledger)
     return 0

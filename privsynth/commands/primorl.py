@@ -34,7 +34,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         q.add_argument("--sac-epochs", type=int, default=40)
         q.add_argument("--sac-steps", type=int, default=250)
         q.add_argument("--eval-episodes", type=int, default=5, help="true-env episodes per SAC epoch (reporting only)")
-        q.add_argument("--seed", type=int, default=0)
+        q.add_argument("--public", choices=["env", "split"], default="env",
+                       help="public data: random-policy rollouts of the public simulator (default) or the paper's 1%% "
+                       "split of the sensitive data (then NOT protected; the card says so)")
+        q.add_argument("--seed", type=int, default=0, help="non-private randomness only (init, minibatch order, "
+                       "sampling from the released model); privacy noise always comes from OS entropy")
 
     t = sub.add_parser("train", help="train the private ensemble and the SAC policy on a sensitive Minari dataset")
     t.add_argument("dataset_id")
@@ -69,8 +73,10 @@ def _config(args: argparse.Namespace, k: int):
     from privsynth.methods.primorl.sac import SACConfig
 
     cfg = PriMORLConfig(seed=args.seed, eval_episodes=args.eval_episodes, pessimism=PessimismConfig(args.penalty, args.lam),
-                        sac=SACConfig(epochs=args.sac_epochs, steps_per_epoch=args.sac_steps))
-    q = min(args.expected_batch / max(round(k * (1 - cfg.public_fraction)), 1), 0.5)
+                        sac=SACConfig(epochs=args.sac_epochs, steps_per_epoch=args.sac_steps),
+                        public_source=getattr(args, "public", "env"))
+    k_train = k if cfg.public_source == "env" else round(k * (1 - cfg.public_fraction))
+    q = min(args.expected_batch / max(k_train, 1), 0.5)
     cfg.tdp = TDPConfig(sample_rate=q, rounds=args.rounds, clip_norm=args.clip_norm, strategy=args.strategy,
                         delta=args.delta, noise_multiplier=0.0 if args.no_privacy else None,
                         target_epsilon=None if args.no_privacy else args.epsilon)
@@ -87,75 +93,78 @@ def _data(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train_run(args: argparse.Namespace):
+def _sensitive(args: argparse.Namespace):
     from privsynth.data.minari_io import load_dataset
-    from privsynth.methods.primorl.pipeline import run_primorl
 
     ds = load_dataset(args.dataset_id).mark_sensitive()
-    cfg = _config(args, ds.n_episodes)
-    return ds, cfg, run_primorl(ds, cfg, progress=True)
+    return ds, _config(args, ds.n_episodes)
 
 
 def _train(args: argparse.Namespace) -> int:
     import torch
 
     from privsynth.errors import PrivacyError
+    from privsynth.methods.primorl.pipeline import train_outputs
     from privsynth.privacy.guard import guarded_write
 
-    ds, cfg, run = _train_run(args)
-    if run.ledger is None:
+    ds, cfg = _sensitive(args)
+    out = train_outputs(ds, cfg, dataset_id=args.dataset_id, progress=True)
+    if out["ledger"] is None:
         raise PrivacyError("a run without noise (--no-privacy) has no finite epsilon and cannot be released")
 
     def write(tmp: Path) -> None:
         tmp.mkdir()
-        torch.save(run.model.state_dict(), tmp / "model.pt")
-        torch.save(run.policy.state_dict(), tmp / "policy.pt")
-        (tmp / "config.json").write_text(json.dumps({"dataset": args.dataset_id, "obs_dim": ds.obs_dim,
-                                                     "act_dim": ds.act_dim, "env": ds.info.to_dict() | {"privacy_card": None},
-                                                     **cfg.to_dict()}, indent=1, default=str))
-        (tmp / "history.json").write_text(json.dumps({"sac": run.sac.history, "model": run.tdp.history}, indent=1))
+        torch.save(out["model"], tmp / "model.pt")
+        torch.save(out["policy"], tmp / "policy.pt")
+        (tmp / "config.json").write_text(json.dumps(out["config"], indent=1, default=str))
+        (tmp / "history.json").write_text(json.dumps(out["history"], indent=1))
 
-    guarded_write(args.out, write, run.ledger, args.epsilon_budget)
+    guarded_write(args.out, write, out["ledger"], args.epsilon_budget)
+    run = out["run"]
     print(f"epsilon {run.epsilon:.3f} at delta {cfg.tdp.delta:g}; final true-env return {run.sac.final_return():.1f}; "
           f"wrote {args.out}")
     return 0
 
 
 def _load_run(path: Path):
-    import torch
-
     from privsynth.data.dataset import DatasetInfo
+    from privsynth.errors import InvalidData
+    from privsynth.methods.checkpoint import load_state_dict_file
     from privsynth.methods.primorl.dynamics import EnsembleConfig, GaussianEnsemble
     from privsynth.methods.primorl.pessimistic_mdp import PessimismConfig, PessimisticMDP
+    from privsynth.methods.primorl.pipeline import public_env_info
     from privsynth.methods.primorl.sac import SACPolicy
     from privsynth.privacy.guard import LEDGER_FILE
     from privsynth.privacy.ledger import Ledger
 
+    if not (path / "config.json").is_file():
+        raise InvalidData(f"{path} holds no config.json; give a directory written by `privsynth primorl train`")
     conf = json.loads((path / "config.json").read_text())
     ens = conf["ensemble"]
     ens_cfg = EnsembleConfig(**{**ens, "hidden": tuple(ens["hidden"]), "weight_decay": tuple(ens["weight_decay"])})
     model = GaussianEnsemble(conf["obs_dim"], conf["act_dim"], ens_cfg)
-    model.load_state_dict(torch.load(path / "model.pt"))
-    info = DatasetInfo.from_dict(conf["env"])
+    model.load_state_dict(load_state_dict_file(path / "model.pt"))
+    info = public_env_info(DatasetInfo.from_dict(conf["env"]))
     mdp = PessimisticMDP.for_env(model, info, PessimismConfig(**conf["pessimism"]))
     policy = SACPolicy(mdp.obs_dim, mdp.act_dim, mdp.act_low, mdp.act_high, tuple(conf["sac"]["hidden"]))
-    policy.load_state_dict(torch.load(path / "policy.pt"))
+    policy.load_state_dict(load_state_dict_file(path / "policy.pt"))
     return info, mdp, policy, Ledger.from_json((path / LEDGER_FILE).read_text())
 
 
 def _generate(args: argparse.Namespace) -> int:
     from privsynth.errors import PrivacyError
-    from privsynth.methods.primorl.pipeline import generate_trajectories, release_synthetic
+    from privsynth.methods.primorl.pipeline import generate_outputs, generate_trajectories, release_synthetic
 
     if args.from_dir is not None:
         info, mdp, policy, ledger = _load_run(args.from_dir)
+        syn = generate_trajectories(mdp, [None, policy], episodes=args.episodes, horizon=args.horizon, info=info,
+                                    seed=args.seed)
     else:
-        ds, _, run = _train_run(args)
-        if run.ledger is None:
-            raise PrivacyError("a run without noise (--no-privacy) cannot be released")
-        info, mdp, policy, ledger = ds.info, run.mdp, run.policy, run.ledger
-    syn = generate_trajectories(mdp, [None, policy], episodes=args.episodes, horizon=args.horizon, info=info,
-                                seed=args.seed)
+        ds, cfg = _sensitive(args)
+        syn, ledger = generate_outputs(ds, cfg, synthetic_id=args.synthetic_id, episodes=args.episodes,
+                                       horizon=args.horizon, progress=True)
+    if ledger is None:
+        raise PrivacyError("a run without noise (--no-privacy) cannot be released")
     path = release_synthetic(syn, ledger, args.synthetic_id, epsilon_budget=args.epsilon_budget, overwrite=args.overwrite)
     print(f"released {syn.n_episodes} synthetic trajectories at epsilon {ledger.epsilon():.3f} to {path}")
     return 0

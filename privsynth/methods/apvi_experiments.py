@@ -6,8 +6,9 @@
 * :func:`run_tabular`: APVI vs DP-APVI (Gaussian at several ρ, Laplace at one ε, and the theory constants) on a
   random tabular MDP or the gridworld, plus APVI on the DP synthetic data.
 
-Every seed resamples the dataset (stream [seed, 0]); privacy noise and tie-breaking use streams [seed, 1] and [seed, 2]
-inside the methods. The MDP instance is fixed (``mdp_seed``). Results are long-format DataFrames, summarised as mean
+Every seed resamples the dataset (stream [seed, 0]); tie-breaking uses stream [seed, 2] inside the methods. Privacy
+noise comes from OS entropy unless ``noise_seed`` is set (then ``NoiseSource.reproducible(noise_seed + seed)``: a
+replayable benchmark whose ledgers say "not DP"). The MDP instance is fixed (``mdp_seed``). Results are long-format DataFrames, summarised as mean
 ± 95% normal CI over seeds.
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ from privsynth.methods.dp_apvi import APVIConfig, apvi, dp_apvi, release_counts_
 from privsynth.methods.dp_vapvi import PEVIConfig, VAPVIConfig, dp_vapvi, pevi, vapvi
 from privsynth.methods.linear_mdp import behaviour_policy, synthetic_linear_mdp
 from privsynth.methods.tabular_mdp import gridworld_mdp, random_tabular_mdp, uniform_policy
+from privsynth.privacy.noise import NoiseSource
 
 __all__ = ["LinearExperiment", "TabularExperiment", "run_linear", "run_tabular", "summarise", "markdown_table",
            "plot_gap", "approach_K", "write_results"]
@@ -49,6 +51,11 @@ class LinearExperiment:
     vapvi: VAPVIConfig = field(default_factory=VAPVIConfig)
     pevi: PEVIConfig = field(default_factory=PEVIConfig)
     count_delta: float = 0.1  # utility δ for the count release threshold E
+    noise_seed: int | None = None  # None: privacy noise from OS entropy; an int replays it (benchmarks only, not DP)
+
+
+def _noise(noise_seed: int | None, seed: int) -> NoiseSource:
+    return NoiseSource() if noise_seed is None else NoiseSource.reproducible(noise_seed + seed)
 
 
 @dataclass
@@ -68,6 +75,7 @@ class TabularExperiment:
     behaviour_optimal_mix: float | None = None  # μ = mix·π* + (1−mix)·uniform; None: 0 (random MDP), 0.5 (gridworld)
     seeds: int = 10
     apvi: APVIConfig = field(default_factory=APVIConfig)
+    noise_seed: int | None = None  # None: privacy noise from OS entropy; an int replays it (benchmarks only, not DP)
 
 
 def _linear_mdp(cfg: LinearExperiment):
@@ -85,6 +93,7 @@ def run_linear(cfg: LinearExperiment, progress: bool = True) -> pd.DataFrame:
     jobs = [(K, seed) for K in cfg.Ks for seed in range(cfg.seeds)]
     for K, seed in tqdm(jobs, desc="dp-vapvi", disable=not progress):
         traj = mdp.sample(mu, K, np.random.default_rng([seed, 0]))
+        noise = _noise(cfg.noise_seed, seed)
 
         def add(method: str, rho: float, pi: np.ndarray) -> None:
             rows.append({"method": method, "rho": rho, "K": K, "seed": seed, "gap": mdp.gap(pi), "v_star": v_star})
@@ -92,9 +101,9 @@ def run_linear(cfg: LinearExperiment, progress: bool = True) -> pd.DataFrame:
         add("PEVI", math.inf, pevi(traj, mdp.Phi, cfg.pevi, seed).policy)
         add("VAPVI", math.inf, vapvi(traj, mdp.Phi, cfg.vapvi, seed).policy)
         for rho in cfg.rhos:
-            add("DP-VAPVI", rho, dp_vapvi(traj, mdp.Phi, rho, cfg.vapvi, seed).policy)
+            add("DP-VAPVI", rho, dp_vapvi(traj, mdp.Phi, rho, cfg.vapvi, seed, noise=noise).policy)
         for rho in cfg.synthetic_rhos:
-            release = release_counts_sensitive(traj, S, A, np.random.default_rng([seed, 1]), rho=rho,
+            release = release_counts_sensitive(traj, S, A, noise, rho=rho,
                                                delta=cfg.count_delta, reward=None)
             syn = release.sample(K, np.random.default_rng([seed, 3]))
             add("VAPVI on DP synthetic", rho, vapvi(syn, mdp.Phi, cfg.vapvi, seed).policy)
@@ -118,21 +127,22 @@ def run_tabular(cfg: TabularExperiment, progress: bool = True) -> pd.DataFrame:
     jobs = [(n, seed) for n in cfg.ns for seed in range(cfg.seeds)]
     for n, seed in tqdm(jobs, desc="dp-apvi", disable=not progress):
         traj = mdp.sample(mu, n, np.random.default_rng([seed, 0]))
+        noise = _noise(cfg.noise_seed, seed)
 
         def add(method: str, rho: float, pi: np.ndarray) -> None:
             rows.append({"method": method, "rho": rho, "K": n, "seed": seed, "gap": mdp.gap(pi), "v_star": v_star})
 
         add("APVI", math.inf, apvi(traj, mdp.R, S, A, cfg.apvi, seed).policy)
         for rho in cfg.rhos:
-            add("DP-APVI", rho, dp_apvi(traj, mdp.R, S, A, rho=rho, cfg=cfg.apvi, seed=seed).policy)
+            add("DP-APVI", rho, dp_apvi(traj, mdp.R, S, A, rho=rho, cfg=cfg.apvi, seed=seed, noise=noise).policy)
         if cfg.laplace_epsilon:
             eps = cfg.laplace_epsilon
-            add(f"DP-APVI Laplace (eps={eps:g})", eps**2 / 2, dp_apvi(traj, mdp.R, S, A, epsilon=eps, cfg=cfg.apvi, seed=seed).policy)
+            add(f"DP-APVI Laplace (eps={eps:g})", eps**2 / 2, dp_apvi(traj, mdp.R, S, A, epsilon=eps, cfg=cfg.apvi, seed=seed, noise=noise).policy)
         if cfg.theory_rho:
             theory = APVIConfig.theory(delta=cfg.apvi.delta)
-            add("DP-APVI theory constants", cfg.theory_rho, dp_apvi(traj, mdp.R, S, A, rho=cfg.theory_rho, cfg=theory, seed=seed).policy)
+            add("DP-APVI theory constants", cfg.theory_rho, dp_apvi(traj, mdp.R, S, A, rho=cfg.theory_rho, cfg=theory, seed=seed, noise=noise).policy)
         if cfg.synthetic_rho:
-            release = release_counts_sensitive(traj, S, A, np.random.default_rng([seed, 1]), rho=cfg.synthetic_rho,
+            release = release_counts_sensitive(traj, S, A, noise, rho=cfg.synthetic_rho,
                                                delta=cfg.apvi.delta, reward=mdp.R)
             syn = release.sample(n, np.random.default_rng([seed, 3]))
             add("APVI on DP synthetic", cfg.synthetic_rho, apvi(syn, mdp.R, S, A, cfg.apvi, seed).policy)

@@ -29,7 +29,9 @@ import numpy as np
 
 from privsynth.errors import InvalidData, PrivacyError
 from privsynth.methods.tabular_mdp import TabularMDP, Trajectories, greedy
-from privsynth.methods.zcdp import ZcdpLedger, check_rho, gaussian_sigma, pure_dp_to_zcdp
+from privsynth.methods.zcdp import ZcdpLedger, check_rho, gaussian_sigma
+from privsynth.privacy.mechanisms import gaussian_mechanism, laplace_mechanism
+from privsynth.privacy.noise import NoiseSource, as_noise_source
 
 __all__ = [
     "APVIConfig",
@@ -261,34 +263,44 @@ class CountRelease:
         }
 
 
-def release_counts_sensitive(traj: Trajectories, S: int, A: int, rng: np.random.Generator, *, rho: float | None = None,
-                             epsilon: float | None = None, delta: float = 0.1, reward: np.ndarray | None = None,
-                             ledger: ZcdpLedger | None = None) -> CountRelease:
+def release_counts_sensitive(traj: Trajectories, S: int, A: int, noise: NoiseSource | None = None, *,
+                             rho: float | None = None, epsilon: float | None = None, delta: float = 0.1,
+                             reward: np.ndarray | None = None, ledger: ZcdpLedger | None = None) -> CountRelease:
     """Steps A-B on sensitive trajectories: noisy counts (Gaussian at ``rho`` or Laplace at ``epsilon``), clipped and
     made consistent. ``reward`` is the public reward table; if None the per-(h,s,a) reward sums are privatised in the
-    same mechanism (the sensitivity grows from 4H to 6H cells, notes 8.2). The release is recorded in ``ledger``."""
+    same mechanism (the sensitivity grows from 4H to 6H cells, notes 8.2). The release is recorded in ``ledger``.
+
+    The noise comes from ``noise`` (default: OS entropy, :class:`~privsynth.privacy.noise.NoiseSource`) through
+    :mod:`privsynth.privacy.mechanisms`; ``NoiseSource.reproducible(seed)`` replays it for tests and marks the ledger
+    not DP."""
+    if isinstance(noise, np.random.Generator):
+        raise TypeError("release_counts_sensitive takes a NoiseSource for its privacy noise, not a seeded Generator "
+                        "(use NoiseSource.reproducible(seed) in tests)")
+    src = as_noise_source(noise)
     H = traj.horizon
     if (rho is None) == (epsilon is None):
         raise PrivacyError("give exactly one of rho (Gaussian, zCDP) or epsilon (Laplace, pure DP)")
     private_rewards = reward is None
+    if rho is not None:
+        rho = check_rho(rho)
+    elif not (epsilon and epsilon > 0 and math.isfinite(epsilon)):
+        raise PrivacyError(f"epsilon must be a positive finite number, got {epsilon}")
     n_sa, n_sas = count_visits(traj, S, A)
     stats = [n_sa.reshape(-1), n_sas.reshape(-1)] + ([reward_sums(traj, S, A).reshape(-1)] if private_rewards else [])
     flat = np.concatenate(stats)
     ledger = ledger if ledger is not None else ZcdpLedger()
     if rho is not None:
-        rho = check_rho(rho)
         scale = count_noise_scale(H, rho, private_rewards)
-        noisy = flat + rng.normal(0.0, scale, flat.shape)
+        noisy, _ = gaussian_mechanism(flat, sigma=scale, sensitivity=count_sensitivity(H, private_rewards),
+                                      name="dp_apvi.counts", ledger=ledger, source=src, rho_event=True,
+                                      unit="trajectory")
         E = consistency_threshold(H, S, A, delta, sigma=scale)
-        ledger.record("dp_apvi.counts", rho, count_sensitivity(H, private_rewards), scale, "gaussian")
         mechanism = "gaussian"
     else:
-        if not (epsilon and epsilon > 0 and math.isfinite(epsilon)):
-            raise PrivacyError(f"epsilon must be a positive finite number, got {epsilon}")
         scale = count_sensitivity(H, private_rewards, "l1") / epsilon
-        noisy = flat + rng.laplace(0.0, scale, flat.shape)
+        noisy, _ = laplace_mechanism(flat, scale=scale, sensitivity=count_sensitivity(H, private_rewards, "l1"),
+                                     name="dp_apvi.counts", ledger=ledger, source=src, unit="trajectory")
         E = consistency_threshold(H, S, A, delta, laplace_scale=scale)
-        ledger.record("dp_apvi.counts", pure_dp_to_zcdp(epsilon), count_sensitivity(H, private_rewards, "l1"), scale, "laplace")
         mechanism = "laplace"
     m1, m2 = n_sa.size, n_sas.size
     n_sa_noisy = np.maximum(noisy[:m1].reshape(n_sa.shape), 0.0)
@@ -338,11 +350,12 @@ def plan_on_release(release: CountRelease, cfg: APVIConfig | None = None, seed: 
 
 def dp_apvi(traj: Trajectories, R: np.ndarray | None, S: int, A: int, *, rho: float | None = None,
             epsilon: float | None = None, cfg: APVIConfig | None = None, seed: int = 0,
-            ledger: ZcdpLedger | None = None) -> APVIResult:
+            ledger: ZcdpLedger | None = None, noise: NoiseSource | None = None) -> APVIResult:
     """DP-APVI (ρ-zCDP with ``rho``; pure ε-DP Laplace variant with ``epsilon``). ``R`` is the known reward table
-    (the paper's setting); pass None to privatise the rewards too. Seeds: privacy noise uses stream [seed, 1],
-    tie-breaking [seed, 2], both separate from data generation (notes P21)."""
+    (the paper's setting); pass None to privatise the rewards too. The privacy noise comes from ``noise`` (default:
+    OS entropy; ``NoiseSource.reproducible(s)`` for tests, marked not DP), never from ``seed``; ``seed`` drives only
+    the tie-breaking stream [seed, 2] (notes P21)."""
     cfg = cfg or APVIConfig()
-    release = release_counts_sensitive(traj, S, A, np.random.default_rng([seed, 1]), rho=rho, epsilon=epsilon,
+    release = release_counts_sensitive(traj, S, A, noise, rho=rho, epsilon=epsilon,
                                        delta=cfg.delta, reward=R, ledger=ledger)
     return plan_on_release(release, cfg, seed)

@@ -36,6 +36,9 @@ import numpy as np
 from privsynth.errors import InvalidData
 from privsynth.methods.tabular_mdp import Trajectories, greedy
 from privsynth.methods.zcdp import ZcdpLedger, check_rho
+from privsynth.privacy.ledger import LedgerEvent
+from privsynth.privacy.mechanisms import gaussian_mechanism
+from privsynth.privacy.noise import NoiseSource, as_noise_source
 
 __all__ = [
     "VAPVIConfig",
@@ -141,10 +144,15 @@ def step_statistics(X: np.ndarray, r: np.ndarray, v_next: np.ndarray, wts: np.nd
 
 
 class _Noise:
-    """Draws and records the noise of one DP-VAPVI run (fresh, independent draws for every release; notes P3)."""
+    """Draws and records the noise of one DP-VAPVI run (fresh, independent draws for every release; notes P3).
 
-    def __init__(self, scales: NoiseScales | None, rng: np.random.Generator | None, ledger: ZcdpLedger | None, H: int):
-        self.scales, self.rng, self.ledger, self.H = scales, rng, ledger, H
+    Every draw comes from the run's :class:`~privsynth.privacy.noise.NoiseSource` (OS entropy unless the caller asked
+    for reproducible noise) and lands on the ledger in the same call: vectors through
+    :func:`~privsynth.privacy.mechanisms.gaussian_mechanism` (ρ = Δ²/(2σ²)), the symmetrised matrix noise with its
+    event (ρ as charged by :func:`vapvi_noise_scales`) recorded next to the draw."""
+
+    def __init__(self, scales: NoiseScales | None, source: NoiseSource | None, ledger: ZcdpLedger | None, H: int):
+        self.scales, self.source, self.ledger, self.H = scales, source, ledger, H
 
     @property
     def E(self) -> float:
@@ -153,15 +161,18 @@ class _Noise:
     def vector(self, name: str, x: np.ndarray, sigma: float, sensitivity: float) -> np.ndarray:
         if self.scales is None:
             return x
-        self.ledger.record(name, sensitivity**2 / (2.0 * sigma**2), sensitivity, sigma)
-        return x + self.rng.normal(0.0, sigma, x.shape)
+        noisy, _ = gaussian_mechanism(x, sigma=sigma, sensitivity=sensitivity, name=name, ledger=self.ledger,
+                                      source=self.source, rho_event=True, unit="trajectory")
+        return noisy
 
     def matrix(self, name: str, M: np.ndarray) -> np.ndarray:
         if self.scales is None:
             return M
         d = M.shape[0]
-        Z = self.rng.normal(0.0, self.scales.sigma_z, (d, d))
-        self.ledger.record(name, self.scales.rho_matrix, math.sqrt(2.0), self.scales.sigma_z)
+        Z = self.source.numpy_rng().normal(0.0, self.scales.sigma_z, (d, d))
+        self.ledger.append(LedgerEvent.zcdp(name, rho=self.scales.rho_matrix, sigma=self.scales.sigma_z,
+                                            sensitivity=math.sqrt(2.0), noise=self.source.kind, unit="trajectory",
+                                            symmetrised=True))
         return M + (self.scales.E / 2.0) * np.eye(d) + (Z + Z.T) / math.sqrt(2.0)
 
 
@@ -252,14 +263,15 @@ def vapvi(traj: Trajectories, Phi: np.ndarray, cfg: VAPVIConfig | None = None, s
 
 
 def dp_vapvi(traj: Trajectories, Phi: np.ndarray, rho: float, cfg: VAPVIConfig | None = None, seed: int = 0,
-             ledger: ZcdpLedger | None = None) -> LinearResult:
-    """DP-VAPVI at ρ-zCDP (trajectory unit, replace-one). Privacy noise uses the RNG stream [seed, 1] and tie-breaking
-    [seed, 2], both independent of data generation (notes P21); every release is recorded in ``ledger``."""
+             ledger: ZcdpLedger | None = None, noise: NoiseSource | None = None) -> LinearResult:
+    """DP-VAPVI at ρ-zCDP (trajectory unit, replace-one). The privacy noise comes from ``noise`` (default: OS
+    entropy; ``NoiseSource.reproducible(s)`` for tests, marked not DP), never from ``seed``, which drives only the
+    tie-breaking stream [seed, 2] (notes P21); every release is recorded in ``ledger``."""
     cfg = cfg or VAPVIConfig()
     scales = vapvi_noise_scales(traj.horizon, Phi.shape[-1], rho, cfg.delta, cfg.matrix_noise)
     ledger = ledger if ledger is not None else ZcdpLedger()
     tie = np.random.default_rng([seed, 2]) if cfg.tie_break == "random" else None
-    noise = _Noise(scales, np.random.default_rng([seed, 1]), ledger, traj.horizon)
+    noise = _Noise(scales, as_noise_source(noise), ledger, traj.horizon)
     return _vapvi_core(traj, Phi, cfg, noise, tie, f"DP-VAPVI(rho={rho:g})")
 
 

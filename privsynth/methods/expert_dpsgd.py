@@ -39,6 +39,7 @@ from privsynth.errors import PrivacyError
 from privsynth.methods.discrete_learners import DiscreteLearner, LearnerConfig, make_learner
 from privsynth.privacy import accounting as acc
 from privsynth.privacy.ledger import Ledger, LedgerEvent
+from privsynth.privacy.noise import NoiseSource
 
 __all__ = ["SelectiveConfig", "TrainResult", "plan_coins", "strict_epsilon", "paper_epsilon", "ExpertSampler",
            "selective_dpsgd"]
@@ -56,7 +57,8 @@ class SelectiveConfig:
     delta2: float = 1.0 / 30000
     noise_multiplier: float | None = None  # None: calibrate so that strict ε₂ is spent at the realised K
     accountant: str = "pld"  # paper: Google's PLD accountant
-    seed: int = 0
+    seed: int = 0  # non-private randomness: init, the public coins, batches of the released D_stable
+    noise_seed: int | None = None  # None: expert sampling and Gaussian noise from OS entropy; an int replays them (NOT DP)
 
 
 @dataclass
@@ -71,6 +73,13 @@ class TrainResult:
     eps2_paper: float | None
     seconds: float
     info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def epsilon(self) -> float:
+        """ε of the trained model at the ledger's δ: ∞ for a non-private run or an empty ledger (nothing accounted)."""
+        if not self.ledger.events:
+            return float("inf")
+        return self.ledger.epsilon()
 
 
 def plan_coins(steps: int, p: float, seed: int) -> np.ndarray:
@@ -139,13 +148,15 @@ def selective_dpsgd(data, release, learner_cfg: LearnerConfig, cfg: SelectiveCon
         raise PrivacyError(f"noise multiplier {sigma} spends eps2 = {eps_strict:.4g} > {cfg.eps2} over {K} noisy steps")
 
     torch.manual_seed(cfg.seed)
-    rng = np.random.default_rng([cfg.seed, 11])
+    rng = np.random.default_rng([cfg.seed, 11])  # batches of the released D_stable (post-processing)
+    source = NoiseSource() if cfg.noise_seed is None else NoiseSource.reproducible(cfg.noise_seed)
+    mask_rng = source.numpy_rng()  # Poisson sampling of experts and their transition: privacy randomness
     net = make_learner(data.obs.shape[1], n_actions, learner_cfg)
     params = net.trainable()
     opt = torch.optim.Adam(params.values(), lr=learner_cfg.lr)
     sampler = ExpertSampler(data.expert, np.asarray(release.unstable_idx), m) if K else None
     stable_idx = np.asarray(release.stable_idx)
-    noise_gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
+    noise_gen = source.torch_generator()
 
     def one_loss(p_, s, oh, y):
         return functional_call(net, p_, (s, oh, y))
@@ -160,7 +171,7 @@ def selective_dpsgd(data, release, learner_cfg: LearnerConfig, cfg: SelectiveCon
     for step in it:
         opt.zero_grad(set_to_none=True)
         if coins[step]:
-            idx, _ = sampler.sample(rng, q)
+            idx, _ = sampler.sample(mask_rng, q)
             summed = {k: torch.zeros_like(v) for k, v in params.items()}
             if len(idx):
                 s, a, r, s2, d = _tensors(data, idx)
@@ -194,9 +205,15 @@ def selective_dpsgd(data, release, learner_cfg: LearnerConfig, cfg: SelectiveCon
     ev = release.ledger_event()
     if ev is not None:
         ledger.append(ev)
+    if not getattr(release, "private", True):
+        # the non-private baseline trains on the raw data: ε = ∞, and the guard refuses this ledger
+        ledger.append(LedgerEvent.approx_dp("non-private training on the raw sensitive data", epsilon=float("inf"),
+                                            unit="expert"))
+        ledger.notes.append("NOT DP: the model was trained on the raw sensitive data (epsilon = infinity)")
     if K:
         ledger.append(LedgerEvent.dpsgd("expert-dpsgd", noise_multiplier=sigma, sample_rate=q, steps=K,
                                         max_grad_norm=cfg.clip, unit="expert", accounting="strict",
-                                        eps2=eps_strict, eps2_paper=eps_paper, total_steps=cfg.steps, p=cfg.p))
+                                        eps2=eps_strict, eps2_paper=eps_paper, total_steps=cfg.steps, p=cfg.p,
+                                        noise=source.kind))
     return TrainResult(net, ledger, n_noisy, n_stable, n_skip, sigma, eps_strict, eps_paper, time.time() - t0,
                        info=dict(config=asdict(cfg), learner=asdict(learner_cfg), m=m, q=q))

@@ -11,7 +11,8 @@ stays above a noisy threshold θ̂ = θ + (4/ε')ln(1/δ') + Lap(2/ε'), testing
 
     ε' = ε₁ / sqrt(32 T ln(2/δ₁)),  δ' = δ₁ / (2 T L),  c_min = e^{ε'}/(e^{ε'} − 1),  θ = c_min / p_min
 
-with L the longest logged trajectory. Each round is (2ε', δ₁/(2T))-DP and T rounds compose (advanced composition,
+with L a *public* horizon cap (the environment's data horizon, or a cap the user gives; never the longest logged
+trajectory, which is a statistic of the sensitive data); each round tests at most L prefixes. Each round is (2ε', δ₁/(2T))-DP and T rounds compose (advanced composition,
 Dwork & Roth Thm 3.20, slack δ₁/2) to (ε₁, δ₁); :func:`svt_constants` re-checks that bound for every input because
 the paper applies Cor. 3.21 outside its ε < 1 range (notes §3.2).
 
@@ -19,9 +20,14 @@ Garbles fixed as the notes decide (§8.2): Lap(4/ε') for queries, Lap(2/ε') fo
 trajectory), the count's "²" is a footnote marker, the inner loop runs to |τ| and halts at the first ⊥.
 
 The guarantee is distributional (notes §8.1.5): it treats each processed trajectory as a fresh rollout of a uniformly
-random expert. :func:`data_release` samples T distinct trajectories of a fixed logged dataset, which only approximates
-that; ``sampler="expert"`` draws an expert uniformly and then one of its unused trajectories, which is the exact A₁ as
-long as no expert is drawn more than N times.
+random expert. ``sampler="expert"`` (the default) draws an expert uniformly and then one of its unused trajectories,
+which is the analysed A₁ as long as no expert is drawn more than N times (else the release refuses). The paper's
+reshuffle, ``sampler="trajectory"`` (T distinct trajectories of the fixed logged dataset), only approximates it; its
+ledger event and card say so.
+
+Randomness: the expert / trajectory draws and all Laplace noise come from a
+:class:`~privsynth.privacy.noise.NoiseSource` (OS entropy unless ``noise_seed`` is given, which marks the event
+not DP), never from a seed someone can read.
 
 Everything here is written from the paper's pseudo-code (no public code exists); counts are computed in log space
 (logsumexp over experts of cumulative log-probabilities) to avoid underflow (notes §8.3.8).
@@ -35,12 +41,18 @@ from typing import Any, Protocol
 import numpy as np
 
 from privsynth.errors import InvalidData, PrivacyError
-from privsynth.privacy.ledger import LedgerEvent
+from privsynth.privacy.ledger import Ledger, LedgerEvent
+from privsynth.privacy.noise import NoiseSource
 
 __all__ = [
     "SVTConstants", "svt_constants", "ExpertPolicies", "log_count", "prefix_counts", "prefix_query",
-    "DataReleaseConfig", "ReleaseResult", "data_release", "svt_round", "budget_split",
+    "DataReleaseConfig", "ReleaseResult", "data_release", "svt_round", "budget_split", "public_horizon",
+    "release_outputs", "APPROX_SAMPLER_CAVEAT",
 ]
+
+APPROX_SAMPLER_CAVEAT = (
+    "sampler='trajectory' processes T distinct trajectories of the fixed logged dataset; the (eps1, delta1) analysis "
+    "assumes each is a fresh rollout of a uniformly random expert (sampler='expert'), so this guarantee is approximate")
 
 
 # ------------------------------------------------------------------------------------------------ constants
@@ -161,8 +173,9 @@ class DataReleaseConfig:
     eps1: float = 10.0
     delta1: float = 1.0 / 3000
     n_rounds: int = 25  # T
-    sampler: str = "trajectory"  # "trajectory": T distinct trajectories (paper's reshuffle); "expert": exact A₁
-    seed: int = 0
+    sampler: str = "expert"  # "expert": the analysed A₁; "trajectory": the paper's reshuffle (approximate; caveated)
+    max_len: int | None = None  # L: public horizon cap; None = the environment's data horizon (public spec)
+    noise_seed: int | None = None  # None: draws and noise from OS entropy; an int replays them (NOT DP)
 
 
 @dataclass
@@ -179,6 +192,9 @@ class ReleaseResult:
     stable_idx: np.ndarray
     unstable_idx: np.ndarray
     rounds: list[dict[str, Any]] = field(default_factory=list)
+    sampler: str = "expert"
+    noise: str = "secure"  # the NoiseSource kind of the draws
+    private: bool = True  # False: D_stable is raw data (the non-private baseline), nothing here is DP
 
     @property
     def n_stable(self) -> int:
@@ -189,31 +205,75 @@ class ReleaseResult:
         if self.const is None:
             return None
         c = self.const
+        extra = {"caveat": APPROX_SAMPLER_CAVEAT} if self.sampler != "expert" else {}
         return LedgerEvent.approx_dp("expert-svt-release", epsilon=c.eps1, delta=c.delta1, unit="expert",
                                      rounds=c.n_rounds, eps_prime=c.eps_prime, theta=c.theta, max_len=c.max_len,
-                                     p_min=c.p_min, stable_transitions=self.n_stable)
+                                     p_min=c.p_min, sampler=self.sampler, noise=self.noise, **extra)
+
+
+def public_horizon(data, cfg: "DataReleaseConfig") -> int:
+    """L: the user's cap, else the environment's public data horizon (never a statistic of the logged data)."""
+    if cfg.max_len is not None:
+        if int(cfg.max_len) < 1:
+            raise PrivacyError(f"the horizon cap L must be at least 1, got {cfg.max_len}")
+        return int(cfg.max_len)
+    from privsynth.methods.expert_envs import get_spec
+
+    return int(get_spec(data.env).horizon)
 
 
 def data_release(data, experts: ExpertPolicies, cfg: DataReleaseConfig, *, keep_trace: bool = True) -> ReleaseResult:
     """Algorithm 2 on expert-tagged data (:class:`~privsynth.methods.expert_envs.ExpertData`). Touches sensitive data;
-    the returned :meth:`ReleaseResult.ledger_event` is its (ε₁, δ₁) cost. ``cfg.eps1 = 0`` skips the release."""
+    the returned :meth:`ReleaseResult.ledger_event` is its (ε₁, δ₁) cost. ``cfg.eps1 = 0`` skips the release.
+    ``keep_trace`` keeps the exact counts per round (diagnostics on the sensitive data: never release them)."""
     n = len(data)
     if cfg.eps1 == 0:
-        return ReleaseResult(None, np.zeros(0, np.int64), np.arange(n), [])
+        return ReleaseResult(None, np.zeros(0, np.int64), np.arange(n), [], sampler=cfg.sampler)
     if cfg.n_rounds > data.n_episodes:
         raise PrivacyError(f"T = {cfg.n_rounds} exceeds the {data.n_episodes} logged trajectories")
-    const = svt_constants(cfg.eps1, cfg.delta1, cfg.n_rounds, data.max_len, experts.p_min)
-    rng = np.random.default_rng(cfg.seed)
+    L = public_horizon(data, cfg)
+    const = svt_constants(cfg.eps1, cfg.delta1, cfg.n_rounds, L, experts.p_min)
+    source = NoiseSource() if cfg.noise_seed is None else NoiseSource.reproducible(cfg.noise_seed)
+    rng = source.numpy_rng()
     episodes = _pick_episodes(data, cfg, rng)
     stable = np.zeros(n, bool)
     rounds = []
     for e in episodes:
         sl = data.episode_slice(int(e))
+        sl = slice(sl.start, min(sl.stop, sl.start + L))  # at most L prefixes per round (the analysed mechanism)
         counts = prefix_counts(experts, data.obs[sl], data.actions[sl])
         k, thr, trace = svt_round(counts, const, rng)
         stable[sl.start: sl.start + k] = True  # lines 10–12: the longest stable prefix (whole trajectory if all ⊤)
         rounds.append(dict(episode=int(e), k=k, threshold=thr, trace=trace if keep_trace else None))
-    return ReleaseResult(const, np.nonzero(stable)[0], np.nonzero(~stable)[0], rounds)
+    return ReleaseResult(const, np.nonzero(stable)[0], np.nonzero(~stable)[0], rounds, sampler=cfg.sampler,
+                         noise=source.kind)
+
+
+def release_outputs(data, experts: ExpertPolicies, cfg: DataReleaseConfig, *, env: str,
+                    epsilon_total: float | None = None, delta_total: float | None = None) -> dict[str, Any]:
+    """The releasing path of ``privsynth expert release`` on a dataset: everything it writes, in memory.
+
+    ``{"result": JSON summary, "d_stable": arrays of the released stable prefixes (no expert ids), "ledger": Ledger}``.
+    The summary holds the DP outputs (released prefix lengths, number of stable transitions = the size of the
+    release), the settings and public facts (m experts, env, T, public L, p_min) and the Algorithm 2 constants;
+    never the exact counts, the logged data's size or its longest trajectory."""
+    rel = data_release(data, experts, cfg, keep_trace=False)
+    ledger = Ledger(unit="expert", accountant="rdp", delta=cfg.delta1 if cfg.delta1 > 0 else 1e-12,
+                    treated_as_public=["number of experts m", "the horizon cap L (environment spec or user cap)",
+                                       "environment dynamics and rewards (not protected, paper Sec. 3.1)"])
+    ev = rel.ledger_event()
+    if ev is not None:
+        ledger.append(ev)
+        if rel.sampler != "expert":
+            ledger.notes.append(APPROX_SAMPLER_CAVEAT)
+    summary = dict(env=env, experts=int(data.n_experts), eps1=cfg.eps1, delta1=cfg.delta1, rounds=cfg.n_rounds,
+                   sampler=cfg.sampler, stable_transitions=rel.n_stable, prefix_lengths=[r["k"] for r in rel.rounds],
+                   constants=rel.const.to_dict() if rel.const else None)
+    if epsilon_total is not None:
+        summary.update(epsilon_total=epsilon_total, delta_total=delta_total)
+    d_stable = data.take(rel.stable_idx)
+    d_stable.pop("expert")  # D_stable is the public release; expert ids stay private
+    return {"result": summary, "d_stable": d_stable, "ledger": ledger}
 
 
 def svt_round(counts: np.ndarray, const: SVTConstants, rng: np.random.Generator) -> tuple[int, float, list]:

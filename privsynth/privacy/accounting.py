@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 import dp_accounting as dpa
+import numpy as np
 from dp_accounting.pld import pld_privacy_accountant
 from absl import logging as absl_logging
 from dp_accounting.rdp import rdp_privacy_accountant
@@ -43,6 +44,13 @@ __all__ = [
     "calibrate_gaussian_multiplier",
     "gaussian_zcdp_rho",
     "zcdp_epsilon",
+    "zcdp_gaussian_sigma",
+    "pure_dp_to_zcdp",
+    "zcdp_to_epsilon",
+    "epsilon_to_zcdp",
+    "zcdp_rho_for",
+    "gaussian_sigma_for_rho",
+    "check_rho",
     "check_epsilon",
     "check_delta",
     "supports",
@@ -291,3 +299,117 @@ def zcdp_epsilon(rho: float, delta: float, *, xi: float = 0.0) -> float:
     if rho < 0:
         raise PrivacyError(f"rho must be non-negative, got {rho}")
     return events_epsilon([dpa.ZCDpEvent(rho, xi)], delta, "rdp")
+
+
+# ------------------------------------------------------------------------------------------------------ zCDP
+# The one zCDP implementation of privsynth (Bun & Steinke 2016). DP-APVI / DP-VAPVI (privsynth.methods) and the
+# marginal baselines (privsynth.synth.baselines) import from here.
+#
+# ρ → (ε, δ) conversions (:func:`zcdp_to_epsilon`):
+# * ``standard``: ε = ρ + 2√(ρ log 1/δ) (Bun & Steinke 2016, Prop. 1.3), valid for every δ > 0;
+# * ``rdp``: the Canonne-Kamath-Steinke (2020) optimisation over continuous Rényi orders;
+# * ``gdp``: exact for releases made only of Gaussian mechanisms: such a ρ-zCDP composition is μ-GDP with μ = √(2ρ),
+#   and δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) (Balle & Wang 2018);
+# * ``ledger``: dp-accounting's RDP curve of a ZCDpEvent, what :class:`privsynth.privacy.ledger.Ledger` composes
+#   (same as :func:`zcdp_epsilon`).
+def check_rho(rho: float) -> float:
+    """Validate a zCDP budget at the door (finite, positive)."""
+    if isinstance(rho, bool) or not (isinstance(rho, (int, float, np.floating)) and math.isfinite(rho) and rho > 0):
+        raise PrivacyError(f"the zCDP budget rho must be a positive finite number, got {rho}")
+    return float(rho)
+
+
+def zcdp_gaussian_sigma(l2_sensitivity: float, rho: float) -> float:
+    """Noise std of the Gaussian mechanism that is ρ-zCDP: σ² = Δ₂²/(2ρ) (Bun & Steinke 2016, Prop. 1.6)."""
+    if not rho > 0:
+        raise PrivacyError(f"the zCDP budget rho must be positive, got {rho}")
+    return float(l2_sensitivity) / math.sqrt(2.0 * rho)
+
+
+def gaussian_sigma_for_rho(rho: float, count: int, sensitivity: float = 1.0) -> float:
+    """Noise std giving ``count`` Gaussian measurements of L2 ``sensitivity`` a total of ρ-zCDP (ρ = count·Δ²/(2σ²))."""
+    if rho <= 0 or count < 1:
+        raise PrivacyError(f"cannot split a zCDP budget of {rho} over {count} measurement(s)")
+    return float(sensitivity) * math.sqrt(count / (2.0 * rho))
+
+
+def pure_dp_to_zcdp(epsilon: float) -> float:
+    """An ε-DP mechanism is (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4)."""
+    return 0.5 * float(epsilon) ** 2
+
+
+def _log_delta_gdp(eps: float, mu: float) -> float:
+    """log δ(ε) of μ-GDP, computed in log space (Balle & Wang 2018, Thm 8)."""
+    from scipy import special
+
+    a = special.log_ndtr(-eps / mu + mu / 2.0)
+    b = eps + special.log_ndtr(-eps / mu - mu / 2.0)
+    if b >= a:
+        return -math.inf
+    return a + math.log1p(-math.exp(b - a))
+
+
+def zcdp_to_epsilon(rho: float, delta: float, method: str = "gdp") -> float:
+    """ε such that a ρ-zCDP release is (ε, δ)-DP; ``method``: ``standard``, ``rdp`` (CKS), ``gdp`` (exact for
+    Gaussian-only releases) or ``ledger`` (dp-accounting's RDP, as the ledger composes)."""
+    from scipy import optimize
+
+    if rho < 0:
+        raise PrivacyError(f"rho must be non-negative, got {rho}")
+    if not 0.0 < delta < 1.0:
+        raise PrivacyError(f"delta must lie in (0, 1), got {delta}")
+    if rho == 0:
+        return 0.0
+    if method == "standard":
+        return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+    if method == "ledger":
+        return zcdp_epsilon(rho, delta)
+    if method == "rdp":
+        def eps_at(alpha: float) -> float:
+            return alpha * rho + (math.log(1.0 / delta) + (alpha - 1.0) * math.log(1.0 - 1.0 / alpha) - math.log(alpha)) / (alpha - 1.0)
+
+        res = optimize.minimize_scalar(lambda la: eps_at(1.0 + math.exp(la)), bounds=(-12.0, 12.0), method="bounded",
+                                       options={"xatol": 1e-10})
+        return max(0.0, float(res.fun))
+    if method == "gdp":
+        mu = math.sqrt(2.0 * rho)
+        log_delta = math.log(delta)
+        if _log_delta_gdp(0.0, mu) <= log_delta:
+            return 0.0
+        hi = 1.0
+        while _log_delta_gdp(hi, mu) > log_delta:
+            hi *= 2.0
+        return float(optimize.brentq(lambda e: _log_delta_gdp(e, mu) - log_delta, 0.0, hi, xtol=1e-12))
+    raise PrivacyError(f"unknown zCDP conversion '{method}' (use standard, rdp, gdp or ledger)")
+
+
+def epsilon_to_zcdp(epsilon: float, delta: float, method: str = "gdp") -> float:
+    """Largest ρ whose (ε, δ) conversion is at most ``epsilon`` (inverse of :func:`zcdp_to_epsilon`)."""
+    from scipy import optimize
+
+    if not epsilon > 0:
+        raise PrivacyError(f"epsilon must be positive, got {epsilon}")
+    hi = 1.0
+    while zcdp_to_epsilon(hi, delta, method) < epsilon:
+        hi *= 2.0
+    return float(optimize.brentq(lambda r: zcdp_to_epsilon(r, delta, method) - epsilon, 0.0, hi, xtol=1e-14))
+
+
+def zcdp_rho_for(epsilon: float, delta: float) -> float:
+    """Largest ρ (to 1e-6 relative) whose ρ-zCDP guarantee converts to at most ``epsilon`` at ``delta`` through the
+    conversion the ledger uses (dp-accounting's RDP curve of a zCDP event), so a ledger holding events whose ρ add
+    up to this value reports ε ≤ ``epsilon``. Bisection from below: the result never overshoots."""
+    check_epsilon(epsilon)
+    check_delta(delta)
+    lo, hi = 0.0, max(epsilon, 1e-3)
+    while zcdp_epsilon(hi, delta) <= epsilon:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1e-6 * hi:
+        mid = (lo + hi) / 2
+        if zcdp_epsilon(mid, delta) <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+    if lo <= 0:
+        raise PrivacyError(f"no positive zCDP budget reaches epsilon {epsilon} at delta {delta}")
+    return lo

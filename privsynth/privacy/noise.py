@@ -18,7 +18,7 @@ generators' ordinary samplers (``torch.randn``, ``numpy.random.Generator.normal`
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -42,6 +42,9 @@ class NoiseSource:
     """
 
     seed: int | None = None
+    # reproducible mode: calls without an explicit stream take the next stream number, so two mechanisms fed by one
+    # source never reuse the same draws (the first call gets stream 0, as before)
+    _streams: list = field(default_factory=lambda: [0], compare=False, repr=False)  # next stream (mutable cell)
 
     @classmethod
     def reproducible(cls, seed: int) -> "NoiseSource":
@@ -59,19 +62,29 @@ class NoiseSource:
         """``"secure"`` or ``"reproducible"``: recorded on every ledger event the source feeds."""
         return SECURE if self.secure else REPRODUCIBLE
 
-    def torch_generator(self, stream: int = 0) -> torch.Generator:
-        """A CPU generator: keyed from OS entropy (secure) or from ``(seed, stream)`` (reproducible)."""
+    def _stream(self, stream: int | None) -> int:
+        if stream is not None:
+            return int(stream)
+        n = self._streams[0]
+        self._streams[0] = n + 1
+        return n
+
+    def torch_generator(self, stream: int | None = None) -> torch.Generator:
+        """A CPU generator: keyed from OS entropy (secure) or from ``(seed, stream)`` (reproducible; ``stream=None``
+        takes the source's next stream number)."""
         if self.secure:
             key = secrets.randbits(63)
         else:
+            stream = self._stream(stream)
             key = int(np.random.SeedSequence([self.seed, int(stream)]).generate_state(1, np.uint64)[0] >> 1)
         return torch.Generator().manual_seed(key)
 
-    def numpy_rng(self, stream: int = 0) -> np.random.Generator:
-        """A numpy generator (PCG64): 128 bits of OS entropy (secure) or ``(seed, stream)`` (reproducible)."""
+    def numpy_rng(self, stream: int | None = None) -> np.random.Generator:
+        """A numpy generator (PCG64): 128 bits of OS entropy (secure) or ``(seed, stream)`` (reproducible; ``stream=None``
+        takes the source's next stream number)."""
         if self.secure:
             return np.random.default_rng(secrets.randbits(128))
-        return np.random.default_rng([self.seed, int(stream)])
+        return np.random.default_rng([self.seed, self._stream(stream)])
 
     def secret_key(self, nbytes: int = 16) -> bytes:
         """Bytes for keyed hashes (e.g. assigning records to PATE teachers); never written anywhere."""

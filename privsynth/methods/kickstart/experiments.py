@@ -21,7 +21,9 @@ import torch
 from privsynth.errors import PrivsynthError
 from privsynth.methods.kickstart.dirichlet import DirichletMechanism, lipschitz_upper_bound, restrict
 from privsynth.methods.kickstart.ppo import KickstartedPPO, PPOConfig, mlp
+from privsynth.methods.checkpoint import load_state_dict_file
 from privsynth.methods.kickstart.teacher import PrivateTeacher, TeacherConfig
+from privsynth.privacy.noise import NoiseSource
 
 __all__ = ["SuiteConfig", "CONFIGS", "make_env", "train_teacher", "load_teacher", "run_student", "summarise",
            "steps_to_threshold", "smoothed_curve", "teacher_from_dataset", "build_teacher"]
@@ -46,6 +48,7 @@ class SuiteConfig:
     eps_budget: float = 1e5  # silent variant's query budget (basic composition)
     delta_budget: float = 0.05
     lam: float = 0.5  # aware students [PAPER]
+    noise_seed: int | None = None  # None: teacher noise from OS entropy; an int replays it (benchmarks only, not DP)
 
 
 def make_env(env_id: str) -> Any:
@@ -141,7 +144,7 @@ def load_teacher(out: Path, cfg: SuiteConfig) -> tuple[torch.nn.Module, dict[str
         raise PrivsynthError(f"no teacher at {path}; train it first")
     env = make_env(cfg.env_id)
     net = mlp([int(np.prod(env.observation_space.shape)), *cfg.teacher_hidden, int(env.action_space.n)])
-    net.load_state_dict(torch.load(path))
+    net.load_state_dict(load_state_dict_file(path))  # weights_only: a checkpoint cannot run code
     net.eval()
     return net, json.loads((out / "teacher.json").read_text())
 
@@ -151,7 +154,7 @@ def build_teacher(name: str, net: torch.nn.Module, info: dict[str, Any], cfg: Su
     if name == "ppo":
         return None
     if name == "nonprivate":
-        return PrivateTeacher(net, None, TeacherConfig(private=False), seed=seed, dataset_card=info.get("dataset_card"))
+        return PrivateTeacher(net, None, TeacherConfig(private=False), dataset_card=info.get("dataset_card"))
     silent = name.endswith("silent")
     mech = DirichletMechanism(m=int(net[-1].out_features), L=float(info["lipschitz_restricted"]), b=cfg.b,
                               eta=cfg.eta, delta_per_query=cfg.delta_per_query)
@@ -159,7 +162,8 @@ def build_teacher(name: str, net: torch.nn.Module, info: dict[str, Any], cfg: Su
         k0=cfg.k0, c=cfg.c, k_min=cfg.k_min if silent else 0.0,
         eps_budget=cfg.eps_budget if silent else None, delta_budget=cfg.delta_budget if silent else None,
     )
-    return PrivateTeacher(net, mech, tc, seed=10_000 + seed, dataset_card=info.get("dataset_card"))
+    noise = NoiseSource() if cfg.noise_seed is None else NoiseSource.reproducible(cfg.noise_seed + 10_000 + seed)
+    return PrivateTeacher(net, mech, tc, noise=noise, dataset_card=info.get("dataset_card"))
 
 
 def run_student(name: str, seed: int, cfg: SuiteConfig, out: Path) -> dict[str, Any]:

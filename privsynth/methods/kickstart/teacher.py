@@ -23,10 +23,11 @@ import torch
 from privsynth.errors import BudgetExceeded, PrivacyError
 from privsynth.privacy.ledger import Ledger, LedgerEvent
 from privsynth.privacy import accounting as acc
+from privsynth.privacy.noise import NoiseSource, as_noise_source
 
 from privsynth.methods.kickstart.dirichlet import DirichletMechanism, QueryCost
 
-__all__ = ["QUERY_UNIT", "QueryLedger", "TeacherConfig", "PrivateTeacher"]
+__all__ = ["QUERY_UNIT", "QueryLedger", "TeacherConfig", "PrivateTeacher", "teacher_outputs"]
 
 QUERY_UNIT = "teacher_query"
 
@@ -123,6 +124,9 @@ class PrivateTeacher:
     """Answers ``query(obs)`` with ``Dir_k(restrict(π_T(obs)))`` or ``None`` when silent (notes Alg. G).
 
     ``policy`` maps a float32 observation batch [B, d] to logits [B, m] (a torch module or any callable).
+    ``noise``: where the Dirichlet samples come from: OS entropy by default; ``NoiseSource.reproducible(seed)``
+    replays them for tests and marks every ledger event not DP. There is no seed: the teacher has no non-private
+    randomness, and a seed someone can read must never determine its answers (DESIGN invariant 6).
     """
 
     def __init__(
@@ -131,7 +135,7 @@ class PrivateTeacher:
         mechanism: DirichletMechanism | None,
         config: TeacherConfig | None = None,
         *,
-        seed: int = 0,
+        noise: NoiseSource | None = None,
         dataset_card: dict[str, Any] | None = None,
     ) -> None:
         self.policy = policy
@@ -139,7 +143,8 @@ class PrivateTeacher:
         if self.cfg.private and mechanism is None:
             raise PrivacyError("a private teacher needs a DirichletMechanism")
         self.mech = mechanism
-        self.rng = np.random.default_rng(seed)  # the privacy-noise RNG, separate from policy sampling (notes P15)
+        self.source = as_noise_source(noise)
+        self.rng = self.source.numpy_rng()  # the privacy-noise RNG, separate from policy sampling (notes P15)
         self.ledger = QueryLedger(
             b=mechanism.b if mechanism is not None else 0.0,
             eps_budget=self.cfg.eps_budget,
@@ -152,6 +157,8 @@ class PrivateTeacher:
                 f"per-query delta={mechanism.delta_per_query:g}, bound={mechanism.bound}; k0={self.cfg.k0}, "
                 f"c={self.cfg.c} per {self.cfg.decay_every}"
             )
+        if not self.cfg.private:
+            self.ledger.notes.append("NOT DP: the teacher answers with its exact policy (epsilon = infinity)")
         self.k = float(self.cfg.k0)
         self.silent = False
         self.exhausted = False
@@ -195,7 +202,7 @@ class PrivateTeacher:
         if self._open is None or self._open.params["k"] != cost.k:
             self._open = LedgerEvent.approx_dp(
                 f"teacher answers at k={cost.k:.4g}", epsilon=cost.epsilon, delta=cost.delta, unit=QUERY_UNIT,
-                k=cost.k, log_tau=cost.log_tau, count=0,
+                k=cost.k, log_tau=cost.log_tau, count=0, noise=self.source.kind,
             )
             self.ledger.append(self._open)
         self._open.params["count"] += 1
@@ -221,6 +228,29 @@ class PrivateTeacher:
     def spent(self) -> tuple[float, float]:
         return self._eps, self._delta
 
+    @property
+    def epsilon(self) -> float:
+        """ε spent on answered queries; ∞ for the non-private (exact) teacher."""
+        return self._eps if self.cfg.private else float("inf")
+
     def require_budget_left(self) -> None:
         if self.exhausted:
             raise BudgetExceeded("the teacher's query budget is spent")
+
+
+def teacher_outputs(policy: Callable[[torch.Tensor], torch.Tensor], mechanism: DirichletMechanism | None,
+                    config: TeacherConfig, queries: Any, *, episode_starts: Any = (0,),
+                    noise: NoiseSource | None = None) -> dict[str, Any]:
+    """The releasing path of the private teacher on a sequence of student query observations (its sensitive input):
+    ``{"answers": list of noisy distributions or None, "card": the query ledger's card, "ledger": QueryLedger}``.
+    The answers are the DP outputs; the card holds the k schedule, which steps were answered and the mechanism's
+    public constants (m, η, L of the teacher's weights, b), never the queries. ``episode_starts``: the query indices
+    at which a new roll-out begins (k decays there)."""
+    teacher = PrivateTeacher(policy, mechanism, config, noise=noise)
+    starts = set(int(i) for i in episode_starts)
+    answers = []
+    for i, obs in enumerate(queries):
+        if i in starts:
+            teacher.on_episode_start()
+        answers.append(teacher.query(np.asarray(obs)))
+    return {"answers": answers, "card": teacher.ledger.card(), "ledger": teacher.ledger}

@@ -41,6 +41,7 @@ from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData, PrivacyError
 from privsynth.privacy import accounting as acc
 from privsynth.privacy.ledger import LedgerEvent
+from privsynth.privacy.noise import NoiseSource
 
 __all__ = ["EnsembleConfig", "GaussianEnsemble", "TDPConfig", "TDPResult", "ensemble_clip", "poisson_sample",
            "primorl_epsilon", "train_tdp_ensemble", "train_ensemble_nonprivate", "TrajectoryTensors"]
@@ -211,8 +212,9 @@ class TDPConfig:
     local_lr: float = 3e-3  # η (paper 1e-3 with 13 local steps; 3e-3 with our 4 larger-batch steps)
     local_optimizer: str = "adam"  # fresh state per clone (notes 2.1); "sgd" is the pseudocode's choice
     server_lr: float = 1.0  # applied to the noised aggregate (post-processing)
-    eval_every: int = 50  # rounds between evaluations on the PUBLIC test split (model selection only)
-    seed: int = 0
+    eval_every: int = 50  # rounds between evaluations on the PUBLIC data (model selection only)
+    seed: int = 0  # non-private randomness only: the clones' local minibatch orders
+    noise_seed: int | None = None  # None: Poisson masks and noise from OS entropy; an int replays them (NOT DP)
 
 
 @dataclass
@@ -317,13 +319,16 @@ def train_tdp_ensemble(sensitive: TrajectoryTensors, model: GaussianEnsemble, cf
         z = acc.calibrate_noise_multiplier(cfg.target_epsilon, cfg.delta, cfg.sample_rate, cfg.rounds, cfg.accountant)
     else:
         z = float(cfg.noise_multiplier)
+    # privacy randomness (Poisson masks, Gaussian noise) from the NoiseSource, never from cfg.seed (DESIGN inv. 6);
+    # the seed keeps the local minibatch orders reproducible (they stay inside the clip ball: not part of the analysis)
+    source = NoiseSource() if cfg.noise_seed is None else NoiseSource.reproducible(cfg.noise_seed)
+    mask_gen, noise_gen = source.torch_generator(), source.torch_generator()
     gen = torch.Generator().manual_seed(cfg.seed)
-    noise_gen = torch.Generator().manual_seed(cfg.seed + 7919)
     expected = cfg.sample_rate * k  # fixed denominator qK (P2)
     sigma = z * cfg.clip_norm / expected
     best, best_score, history = None, math.inf, []
     for t in tqdm(range(cfg.rounds), disable=not progress, desc="TDP ensemble rounds"):
-        idx = poisson_sample(k, cfg.sample_rate, gen)
+        idx = poisson_sample(k, cfg.sample_rate, mask_gen)
         deltas = local_updates(model, sensitive, idx, cfg, gen)
         with torch.no_grad():
             for name, p in model.named_parameters():
@@ -334,7 +339,7 @@ def train_tdp_ensemble(sensitive: TrajectoryTensors, model: GaussianEnsemble, cf
             on_round(t, model)
         if public is not None and ((t + 1) % cfg.eval_every == 0 or t + 1 == cfg.rounds):
             score = public_nll(model, public)
-            history.append({"round": t + 1, "public_nll": score, "sampled": len(idx)})
+            history.append({"round": t + 1, "public_nll": score})  # never the realised batch size (not DP)
             if score < best_score:
                 best, best_score = copy.deepcopy(model.state_dict()), score
     if best is not None:
@@ -345,7 +350,8 @@ def train_tdp_ensemble(sensitive: TrajectoryTensors, model: GaussianEnsemble, cf
         event = LedgerEvent.dpsgd("PriMORL TDP ensemble (Alg. 1)", noise_multiplier=z, sample_rate=cfg.sample_rate,
                                   steps=cfg.rounds, max_grad_norm=cfg.clip_norm, unit="trajectory",
                                   clip_strategy=cfg.strategy, members=model.cfg.members, trajectories=k,
-                                  local_epochs=cfg.local_epochs, local_batch=cfg.local_batch, epsilon=eps)
+                                  local_epochs=cfg.local_epochs, local_batch=cfg.local_batch, epsilon=eps,
+                                  noise=source.kind)
     return TDPResult(model, event, eps, z, cfg.rounds, history)
 
 

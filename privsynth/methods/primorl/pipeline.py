@@ -8,9 +8,17 @@
 * :func:`run_on_synthetic`: the same pipeline as a consumer of DP synthetic data: the ensemble is fitted without
   clipping or noise (post-processing of already-private data), the ledger is the synthetic dataset's.
 
-The paper's 1% test split is declared public (section 5.1): here it is used for model-snapshot selection and for the
-target scales of the model; the ledger lists it under public data, and the card lists the unaccounted items (HP
-tuning on the private data). Input scales come from the environment's public observation / action bounds.
+Public data. The paper declares a random 1% of the sensitive trajectories public (section 5.1) and uses it for the
+target scales and snapshot selection; a random subset of the sensitive data is not public, so by default
+(``public_source="env"``) privsynth generates its own public set instead: ``public_episodes`` rollouts of the public
+simulator (``env_id`` of the dataset) under uniformly random actions, from seeds that are written in the config.
+Every sensitive trajectory is then trained on under the accountant. ``public_source="split"`` reproduces the paper;
+the card then says the guarantee covers only the trajectories outside that split. Input scales come from the
+environment's public observation / action bounds.
+
+Released metadata (config, synthetic dataset info) is built from public environment facts only
+(:func:`public_env_info`: env id and kwargs, observation keys, action bounds, reference scores) plus the ledger and
+card: nothing of the sensitive dataset's ``info.extra`` (which, for generated data, can hold the generator's seed).
 """
 from __future__ import annotations
 
@@ -34,7 +42,19 @@ from privsynth.privacy.guard import guarded_write
 from privsynth.privacy.ledger import Ledger
 
 __all__ = ["PriMORLConfig", "PriMORLRun", "run_primorl", "run_mopo_reference", "run_on_synthetic",
-           "generate_trajectories", "release_synthetic", "evaluate_policy", "build_model"]
+           "generate_trajectories", "release_synthetic", "evaluate_policy", "build_model", "public_env_info",
+           "public_rollouts", "train_outputs", "generate_outputs"]
+
+# DatasetInfo fields that are facts about the (public) environment, not about the data
+PUBLIC_INFO_FIELDS = ("env_id", "env_kwargs", "obs_keys", "action_low", "action_high", "ref_min_score", "ref_max_score")
+# keys of info.extra that privsynth's own generator writes (public descriptions of the DP generator)
+_GENERATOR_EXTRA = ("algorithm", "generator", "behaviour")
+
+
+def public_env_info(info: DatasetInfo, name: str | None = None, extra: dict | None = None) -> DatasetInfo:
+    """A DatasetInfo with the public environment facts of ``info`` only (never its ``extra``, name or card)."""
+    return DatasetInfo(name=name or "primorl-synthetic", sensitive=False, extra=dict(extra or {}),
+                       **{f: copy.deepcopy(getattr(info, f)) for f in PUBLIC_INFO_FIELDS})
 
 
 @dataclass
@@ -43,7 +63,9 @@ class PriMORLConfig:
     tdp: TDPConfig = field(default_factory=TDPConfig)
     pessimism: PessimismConfig = field(default_factory=PessimismConfig)
     sac: SACConfig = field(default_factory=SACConfig)
-    public_fraction: float = 0.01  # the paper's public test split (1% of episodes for Pendulum / CartPole)
+    public_source: str = "env"  # "env": public random-policy rollouts of the simulator; "split": the paper's split
+    public_episodes: int = 20  # episodes of the public rollouts ("env")
+    public_fraction: float = 0.01  # "split" (and the non-private reference): the paper's 1% declared-public split
     eval_episodes: int = 5  # true-env episodes per SAC epoch (reporting only; paper: 10)
     seed: int = 0
 
@@ -109,9 +131,53 @@ def _policy_stage(model: GaussianEnsemble, info: DatasetInfo, cfg: PriMORLConfig
     return mdp, result
 
 
+def public_rollouts(info: DatasetInfo, episodes: int = 20, *, seed: int = 0, max_steps: int = 1000) -> OfflineDataset:
+    """Public data: ``episodes`` rollouts of the dataset's (public) environment under uniformly random actions,
+    from reset seeds ``seed, seed+1, ...``. Nothing of the sensitive data goes in."""
+    env = make_env(info)
+    env.action_space.seed(seed)
+    cols: dict[str, list] = {k: [] for k in ("o", "a", "r", "n", "term", "trunc", "ep")}
+    for e in range(int(episodes)):
+        obs, _ = env.reset(seed=seed + e)
+        for t in range(max_steps):
+            act = env.action_space.sample()
+            nxt, r, term, trunc, _ = env.step(act)
+            trunc = trunc or t + 1 == max_steps
+            for k, v in (("o", obs), ("a", act), ("r", r), ("n", nxt), ("term", term), ("trunc", trunc and not term),
+                         ("ep", e)):
+                cols[k].append(v)
+            obs = nxt
+            if term or trunc:
+                break
+    env.close()
+    f32 = lambda k: np.asarray(cols[k], dtype=np.float32)
+    return OfflineDataset(observations=f32("o"), actions=f32("a").reshape(len(cols["a"]), -1), rewards=f32("r"),
+                          next_observations=f32("n"), terminals=np.asarray(cols["term"], bool),
+                          timeouts=np.asarray(cols["trunc"], bool), episode_ids=np.asarray(cols["ep"], np.int64),
+                          info=public_env_info(info, name=f"{info.env_id}-public-random-rollouts",
+                                               extra={"behaviour": "uniform random actions", "episodes": int(episodes),
+                                                      "reset_seeds": f"{seed}..{seed + int(episodes) - 1}"}))
+
+
+def _public_and_train(sensitive: OfflineDataset, cfg: PriMORLConfig) -> tuple[OfflineDataset, OfflineDataset, str, list[str]]:
+    """(training data, public data, what the card says about the public data, extra card notes)."""
+    if cfg.public_source == "env":
+        public = public_rollouts(sensitive.info, cfg.public_episodes, seed=cfg.seed)
+        return (sensitive, public,
+                f"{cfg.public_episodes} public rollouts of {sensitive.info.env_id} under uniformly random actions, reset "
+                f"seeds {cfg.seed}..{cfg.seed + cfg.public_episodes - 1} (target scales, model snapshot selection)", [])
+    if cfg.public_source == "split":
+        train, public = sensitive.split_episodes(1.0 - cfg.public_fraction, seed=cfg.seed)
+        note = (f"the guarantee covers only the {train.n_episodes} trajectories outside the {cfg.public_fraction:.0%} "
+                f"split ({public.n_episodes} trajectories) declared public as in the paper; those trajectories set "
+                "the target scales and the saved snapshot and are NOT protected")
+        return train, public, f"{cfg.public_fraction:.0%} split of the sensitive dataset declared public (NOT protected)", [note]
+    raise InvalidData(f"unknown public source '{cfg.public_source}': choose env or split")
+
+
 def run_primorl(sensitive: OfflineDataset, cfg: PriMORLConfig = PriMORLConfig(), *, progress: bool = False) -> PriMORLRun:
     """PriMORL on a sensitive dataset (privacy unit: one trajectory)."""
-    train, public = sensitive.split_episodes(1.0 - cfg.public_fraction, seed=cfg.seed)
+    train, public, public_desc, notes = _public_and_train(sensitive, cfg)
     model = build_model(sensitive.info, public, cfg.ensemble, cfg.seed)
     tdp_cfg = dataclasses.replace(cfg.tdp, seed=cfg.seed)
     data = TrajectoryTensors.from_dataset(train, model)
@@ -120,14 +186,12 @@ def run_primorl(sensitive: OfflineDataset, cfg: PriMORLConfig = PriMORLConfig(),
     ledger = None
     if res.event is not None:
         ledger = Ledger(unit="trajectory", accountant=tdp_cfg.accountant, delta=tdp_cfg.delta,
-                        public_data=[f"{cfg.public_fraction:.0%} public split of '{sensitive.info.name}' "
-                                     "(model snapshot selection, target scales; declared public as in the paper)",
-                                     "environment: observation/action bounds, initial-state distribution ρ0"],
+                        public_data=[public_desc, "environment: observation/action bounds, initial-state distribution ρ0"],
                         treated_as_public=["number of trajectories K (sets the sample rate)"],
-                        notes=["hyperparameters (C, z, λ, penalty, clipping strategy) were not tuned on this data "
-                               "with accounting; tuning on private data is not charged"])
+                        notes=notes + ["hyperparameters (C, z, λ, penalty, clipping strategy) were not tuned on this data "
+                                       "with accounting; tuning on private data is not charged"])
         ledger.append(res.event)
-    mdp, sac = _policy_stage(model, sensitive.info, cfg, progress)
+    mdp, sac = _policy_stage(model, public_env_info(sensitive.info), cfg, progress)
     return PriMORLRun(model, mdp, sac, ledger, res.epsilon, res)
 
 
@@ -206,11 +270,10 @@ def generate_trajectories(mdp: PessimisticMDP, policies: list[SACPolicy | None],
     terminals = flat["done"].astype(bool).reshape(-1)
     timeouts = np.zeros(n, dtype=bool)
     timeouts[ends] = ~terminals[ends]
-    base = info or DatasetInfo(name="primorl-synthetic")
-    new_info = dataclasses.replace(base, sensitive=False, privacy_card=None,
-                                   extra={**base.extra, "algorithm": "PriMORL private model rollouts",
-                                          "generator": "rollouts of the TDP ensemble from rho0",
-                                          "behaviour": f"{len(policies)} policies (None = uniform), noise {list(action_noise)}"})
+    # public environment facts only: never the sensitive dataset's name, card or extra (issue 21, item 5)
+    new_info = public_env_info(info or DatasetInfo(), extra={
+        "algorithm": "PriMORL private model rollouts", "generator": "rollouts of the TDP ensemble from rho0",
+        "behaviour": f"{len(policies)} policies (None = uniform), noise {list(action_noise)}"})
     return OfflineDataset(observations=flat["obs"], actions=flat["act"], rewards=flat["rew"],
                           next_observations=flat["next"], terminals=terminals, timeouts=timeouts,
                           episode_ids=np.repeat(np.arange(episodes), lengths.numpy()), info=new_info)
@@ -223,5 +286,41 @@ def release_synthetic(synthetic: OfflineDataset, ledger: Ledger, dataset_id: str
     if dest.exists() and not overwrite:
         raise InvalidData(f"dataset '{dataset_id}' already exists; pass --overwrite to replace it")
     ds = copy.copy(synthetic)
-    ds.info = dataclasses.replace(synthetic.info, privacy_card=ledger.card(), sensitive=False)
+    ds.info = _release_info(synthetic.info, ledger, dataset_id)
     return guarded_write(dest, lambda tmp: minari_io.write_dataset_dir(ds, dataset_id, tmp), ledger, epsilon_budget)
+
+
+def _release_info(info: DatasetInfo, ledger: Ledger, dataset_id: str) -> DatasetInfo:
+    """The released dataset's info: public environment facts, the generator's own description, the card."""
+    extra = {k: info.extra[k] for k in _GENERATOR_EXTRA if k in info.extra}
+    out = public_env_info(info, name=dataset_id, extra=extra)
+    out.privacy_card = ledger.card()
+    return out
+
+
+# ------------------------------------------------------------------------------------------ releasing paths
+def train_outputs(sensitive: OfflineDataset, cfg: PriMORLConfig, *, dataset_id: str, progress: bool = False) -> dict:
+    """The releasing path of ``privsynth primorl train`` on a dataset: everything it writes, in memory.
+
+    Returns ``{"model": state dict, "policy": state dict, "config": dict, "history": dict, "ledger": Ledger}``
+    (``ledger`` None for a run without noise, which cannot be released). Model and policy are the DP outputs; the
+    config holds the run's settings and public environment facts; the history holds the public-data NLL of the
+    snapshots and the policy stage's record (private model and true environment only)."""
+    run = run_primorl(sensitive, cfg, progress=progress)
+    config = {"dataset": dataset_id, "obs_dim": sensitive.obs_dim, "act_dim": sensitive.act_dim,
+              "env": public_env_info(sensitive.info).to_dict(), **cfg.to_dict()}
+    history = {"sac": run.sac.history, "model": run.tdp.history if run.tdp is not None else []}
+    return {"model": run.model.state_dict(), "policy": run.policy.state_dict(), "config": config, "history": history,
+            "ledger": run.ledger, "run": run}
+
+
+def generate_outputs(sensitive: OfflineDataset, cfg: PriMORLConfig, *, synthetic_id: str, episodes: int,
+                     horizon: int, progress: bool = False) -> tuple[OfflineDataset, Ledger | None]:
+    """The releasing path of ``privsynth primorl generate`` on a dataset: (synthetic dataset exactly as written,
+    info and card included; ledger). Only the DP model and policy and public facts reach the output."""
+    run = run_primorl(sensitive, cfg, progress=progress)
+    syn = generate_trajectories(run.mdp, [None, run.policy], episodes=episodes, horizon=horizon,
+                                info=public_env_info(sensitive.info), seed=cfg.seed)
+    if run.ledger is not None:
+        syn.info = _release_info(syn.info, run.ledger, synthetic_id)
+    return syn, run.ledger

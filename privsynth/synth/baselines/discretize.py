@@ -34,6 +34,7 @@ import numpy as np
 
 from privsynth.errors import InvalidData, PrivacyError
 from privsynth.privacy import accounting as acc
+from privsynth.privacy.accounting import gaussian_sigma_for_rho, zcdp_rho_for
 from privsynth.privacy.ledger import LedgerEvent
 from privsynth.privacy.mechanisms import gaussian_mechanism
 from privsynth.privacy.noise import NoiseSource
@@ -59,33 +60,7 @@ def column_names(obs_dim: int, act_dim: int) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------------ budget
-def zcdp_rho_for(epsilon: float, delta: float) -> float:
-    """Largest ρ (to 1e-6 relative) whose ρ-zCDP guarantee converts to at most ``epsilon`` at ``delta``.
-
-    The conversion is the one the ledger uses (dp-accounting's RDP curve of a zCDP event), so a ledger holding
-    events whose ρ add up to this value reports ε ≤ ``epsilon``.
-    """
-    acc.check_epsilon(epsilon)
-    acc.check_delta(delta)
-    lo, hi = 0.0, max(epsilon, 1e-3)
-    while acc.zcdp_epsilon(hi, delta) <= epsilon:
-        lo, hi = hi, hi * 2
-    while hi - lo > 1e-6 * hi:
-        mid = (lo + hi) / 2
-        if acc.zcdp_epsilon(mid, delta) <= epsilon:
-            lo = mid
-        else:
-            hi = mid
-    if lo <= 0:
-        raise PrivacyError(f"no positive zCDP budget reaches epsilon {epsilon} at delta {delta}")
-    return lo
-
-
-def gaussian_sigma_for_rho(rho: float, count: int, sensitivity: float = 1.0) -> float:
-    """Noise std giving ``count`` Gaussian measurements of L2 ``sensitivity`` a total of ρ-zCDP (ρ = count·Δ²/(2σ²))."""
-    if rho <= 0 or count < 1:
-        raise PrivacyError(f"cannot split a zCDP budget of {rho} over {count} measurement(s)")
-    return float(sensitivity) * math.sqrt(count / (2.0 * rho))
+# zcdp_rho_for and gaussian_sigma_for_rho live in privsynth.privacy.accounting (the one zCDP implementation).
 
 
 def marginal_counts(codes: np.ndarray, cols: Sequence[int], sizes: Sequence[int]) -> np.ndarray:
