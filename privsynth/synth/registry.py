@@ -258,7 +258,7 @@ def fit(
         raise InvalidData(f"{name} protects {' or '.join(entry(name).units)}, not '{unit}'")
     if public is not None:
         pubs = [public] if isinstance(public, OfflineDataset) else list(public)
-        _call(synth.pretrain, pubs if len(pubs) > 1 or name == "privorl-n" else pubs[0], progress=progress)
+        _call(synth.pretrain, pubs, progress=progress)
     _call(synth.finetune, sensitive, epsilon, delta, unit, progress=progress)
     return synth
 
