@@ -37,7 +37,7 @@ def register(subparsers) -> None:
         s.add_argument("--per-factor", type=int, default=10, help="variants per physics factor (10 → 1000 variants)")
         s.add_argument("--n-traj", type=int, default=2, help="trajectories per expert (paper: 20)")
         s.add_argument("--sampler", choices=["expert", "trajectory"], default="expert",
-                       help="expert: the analysed A1 (default); trajectory: the paper's reshuffle (approximate guarantee)")
+                       help="expert: the analysed A1 (default); trajectory: the paper's reshuffle (approximate)")
         s.add_argument("--max-len", type=int, default=None,
                        help="public horizon cap L of the release (default: the environment's data horizon)")
         s.add_argument("--seed", type=int, default=0, help="non-private randomness (expert pool, init, coins); "

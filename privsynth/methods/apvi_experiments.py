@@ -8,8 +8,8 @@
 
 Every seed resamples the dataset (stream [seed, 0]); tie-breaking uses stream [seed, 2] inside the methods. Privacy
 noise comes from OS entropy unless ``noise_seed`` is set (then ``NoiseSource.reproducible(noise_seed + seed)``: a
-replayable benchmark whose ledgers say "not DP"). The MDP instance is fixed (``mdp_seed``). Results are long-format DataFrames, summarised as mean
-± 95% normal CI over seeds.
+replayable benchmark whose ledgers say "not DP"). The MDP instance is fixed (``mdp_seed``). Results are long-format
+DataFrames, summarised as mean ± 95% normal CI over seeds.
 """
 from __future__ import annotations
 
@@ -137,10 +137,12 @@ def run_tabular(cfg: TabularExperiment, progress: bool = True) -> pd.DataFrame:
             add("DP-APVI", rho, dp_apvi(traj, mdp.R, S, A, rho=rho, cfg=cfg.apvi, seed=seed, noise=noise).policy)
         if cfg.laplace_epsilon:
             eps = cfg.laplace_epsilon
-            add(f"DP-APVI Laplace (eps={eps:g})", eps**2 / 2, dp_apvi(traj, mdp.R, S, A, epsilon=eps, cfg=cfg.apvi, seed=seed, noise=noise).policy)
+            add(f"DP-APVI Laplace (eps={eps:g})", eps**2 / 2,
+                dp_apvi(traj, mdp.R, S, A, epsilon=eps, cfg=cfg.apvi, seed=seed, noise=noise).policy)
         if cfg.theory_rho:
             theory = APVIConfig.theory(delta=cfg.apvi.delta)
-            add("DP-APVI theory constants", cfg.theory_rho, dp_apvi(traj, mdp.R, S, A, rho=cfg.theory_rho, cfg=theory, seed=seed, noise=noise).policy)
+            add("DP-APVI theory constants", cfg.theory_rho,
+                dp_apvi(traj, mdp.R, S, A, rho=cfg.theory_rho, cfg=theory, seed=seed, noise=noise).policy)
         if cfg.synthetic_rho:
             release = release_counts_sensitive(traj, S, A, noise, rho=cfg.synthetic_rho,
                                                delta=cfg.apvi.delta, reward=mdp.R)

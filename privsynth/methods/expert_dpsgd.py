@@ -58,7 +58,7 @@ class SelectiveConfig:
     noise_multiplier: float | None = None  # None: calibrate so that strict ε₂ is spent at the realised K
     accountant: str = "pld"  # paper: Google's PLD accountant
     seed: int = 0  # non-private randomness: init, the public coins, batches of the released D_stable
-    noise_seed: int | None = None  # None: expert sampling and Gaussian noise from OS entropy; an int replays them (NOT DP)
+    noise_seed: int | None = None  # None: expert sampling and noise from OS entropy; an int replays them (NOT DP)
 
 
 @dataclass
@@ -76,7 +76,7 @@ class TrainResult:
 
     @property
     def epsilon(self) -> float:
-        """ε of the trained model at the ledger's δ: ∞ for a non-private run or an empty ledger (nothing accounted)."""
+        """ε of the trained model at the ledger's δ: ∞ for a non-private run or an empty ledger."""
         if not self.ledger.events:
             return float("inf")
         return self.ledger.epsilon()

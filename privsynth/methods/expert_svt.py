@@ -12,8 +12,9 @@ stays above a noisy threshold θ̂ = θ + (4/ε')ln(1/δ') + Lap(2/ε'), testing
     ε' = ε₁ / sqrt(32 T ln(2/δ₁)),  δ' = δ₁ / (2 T L),  c_min = e^{ε'}/(e^{ε'} − 1),  θ = c_min / p_min
 
 with L a *public* horizon cap (the environment's data horizon, or a cap the user gives; never the longest logged
-trajectory, which is a statistic of the sensitive data); each round tests at most L prefixes. Each round is (2ε', δ₁/(2T))-DP and T rounds compose (advanced composition,
-Dwork & Roth Thm 3.20, slack δ₁/2) to (ε₁, δ₁); :func:`svt_constants` re-checks that bound for every input because
+trajectory, which is a statistic of the sensitive data); each round tests at most L prefixes. Each round is
+(2ε', δ₁/(2T))-DP and T rounds compose (advanced composition, Dwork & Roth Thm 3.20, slack δ₁/2) to (ε₁, δ₁);
+:func:`svt_constants` re-checks that bound for every input because
 the paper applies Cor. 3.21 outside its ε < 1 range (notes §3.2).
 
 Garbles fixed as the notes decide (§8.2): Lap(4/ε') for queries, Lap(2/ε') for the threshold (drawn once per

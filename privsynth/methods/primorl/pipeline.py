@@ -159,7 +159,8 @@ def public_rollouts(info: DatasetInfo, episodes: int = 20, *, seed: int = 0, max
                                                       "reset_seeds": f"{seed}..{seed + int(episodes) - 1}"}))
 
 
-def _public_and_train(sensitive: OfflineDataset, cfg: PriMORLConfig) -> tuple[OfflineDataset, OfflineDataset, str, list[str]]:
+def _public_and_train(sensitive: OfflineDataset,
+                      cfg: PriMORLConfig) -> tuple[OfflineDataset, OfflineDataset, str, list[str]]:
     """(training data, public data, what the card says about the public data, extra card notes)."""
     if cfg.public_source == "env":
         public = public_rollouts(sensitive.info, cfg.public_episodes, seed=cfg.seed)
