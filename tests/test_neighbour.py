@@ -9,12 +9,14 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
 from conftest import make_toy_dataset
-from neighbour import add_episode, leaks, minari_metadata
+from neighbour import PUBLIC_FACTS, add_episode, leaks, minari_metadata
 from privsynth.data import OfflineDataset
 from privsynth.synth import registry
 
@@ -22,10 +24,18 @@ from privsynth.synth import registry
 @dataclass(frozen=True)
 class ReleasingPath:
     name: str
-    run: Callable[[OfflineDataset, Path], dict]  # (sensitive data, scratch dir) -> public view
-    data: Callable[[], OfflineDataset]
+    run: Callable[[Any, Path], dict]  # (sensitive data, scratch dir) -> public view
+    data: Callable[[], Any]  # D
     dp_outputs: tuple[str, ...] = ()  # paths of DP outputs and of their post-processing
     slow: bool = False
+    plus_one: Callable[[Any], Any] | None = None  # D -> D plus one unit (default: one episode longer than any)
+    public_facts: tuple[str, ...] = ()  # besides N and what DP-SGD derives from it
+
+    def neighbours(self) -> tuple[Any, Any]:
+        d = self.data()
+        if self.plus_one is not None:
+            return d, self.plus_one(d)
+        return d, add_episode(d, int(max(d.episode_lengths())) + 7)
 
 
 def _saved(path: Path) -> object:
@@ -104,7 +114,114 @@ def _paths() -> list[ReleasingPath]:
             continue
         data = _sens_small if registry.entry(name).episodes else _sens_transitions
         paths.append(ReleasingPath(name, _registered(name), data, _DP_OUTPUTS.get(name, _SAMPLE), slow=True))
-    return paths
+    return paths + _method_paths()
+
+
+# ------------------------------------------------------------------------------ the DP offline-RL methods' paths
+def _pendulum() -> OfflineDataset:
+    from privsynth.methods.primorl.data import PendulumDataConfig, make_pendulum_dataset
+
+    return make_pendulum_dataset(PendulumDataConfig(episodes=16, seed=1), name="test/sens-v0")
+
+
+def _primorl_cfg():
+    from test_primorl_release_privacy import _tiny_cfg
+
+    return _tiny_cfg()
+
+
+def _primorl_train(sens: OfflineDataset, tmp: Path) -> dict:
+    from privsynth.methods.primorl import pipeline as pl
+
+    out = pl.train_outputs(sens, _primorl_cfg(), dataset_id="test/sens-v0")
+    out.pop("run")  # the in-memory run object: only the console message reads it
+    out["ledger"] = out["ledger"].to_dict()
+    return out
+
+
+def _primorl_generate(sens: OfflineDataset, tmp: Path) -> dict:
+    from privsynth.methods.primorl import pipeline as pl
+
+    syn, ledger = pl.generate_outputs(sens, _primorl_cfg(), synthetic_id="test/syn-v0", episodes=3, horizon=4)
+    return {"info": syn.info.to_dict(), "ledger": ledger.to_dict()}
+
+
+def _tabular():
+    from privsynth.methods.tabular_mdp import random_tabular_mdp, uniform_policy
+
+    mdp = random_tabular_mdp(S=4, A=3, H=5, seed=1)
+    return mdp, mdp.sample(uniform_policy(*mdp.shape), 301, np.random.default_rng(0))
+
+
+def _apvi_data():
+    mdp, traj = _tabular()
+    return traj.select(np.arange(300))
+
+
+def _apvi_plus_one(traj):
+    return _tabular()[1]  # the same 300 trajectories and one more
+
+
+def _apvi_release(traj, tmp: Path) -> dict:
+    from privsynth.methods.dp_apvi_release import release_outputs
+
+    mdp, _ = _tabular()
+    ds, ledger = release_outputs(traj, mdp, name="test/apvi-v0", rho=1.0, n_synthetic=50)
+    return {"info": ds.info.to_dict(), "ledger": ledger.to_dict()}
+
+
+def _experts(m: int):
+    from privsynth.methods.expert_envs import LinearExperts, collect_expert_data
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(1, 2, 5))
+    noise = rng.normal(size=(601, 2, 5))[:m]
+    ex = LinearExperts(base[..., :4] + 0.3 * noise[..., :4], base[..., 4] + 0.3 * noise[..., 4], p_min=0.02)
+    return ex, collect_expert_data("cartpole", ex, 2, seed=0, horizon=30)
+
+
+def _svt_release(pool, tmp: Path) -> dict:
+    from privsynth.methods.expert_svt import DataReleaseConfig, release_outputs
+
+    ex, data = pool
+    out = release_outputs(data, ex, DataReleaseConfig(eps1=15.0, delta1=1e-3, n_rounds=20), env="cartpole")
+    return {"result": out["result"], "d_stable": out["d_stable"], "ledger": out["ledger"].to_dict()}
+
+
+def _teacher_queries():
+    return np.random.default_rng(1).normal(size=(6, 4))
+
+
+def _teacher_neighbour(q):
+    q2 = q.copy()
+    q2[3] += 0.005  # the teacher's neighbour relation: one query observation moved by at most b = 0.01
+    return q2
+
+
+def _teacher(queries, tmp: Path) -> dict:
+    from privsynth.methods.kickstart.dirichlet import DirichletMechanism
+    from privsynth.methods.kickstart.teacher import TeacherConfig, teacher_outputs
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    mech = DirichletMechanism(m=3, L=2.0, b=0.01, eta=0.1, delta_per_query=1e-4)
+    out = teacher_outputs(net, mech, TeacherConfig(k0=5, c=0.8), queries, episode_starts=(0, 3))
+    return {"card": out["card"], "ledger": out["ledger"].to_dict()}
+
+
+def _method_paths() -> list[ReleasingPath]:
+    return [
+        ReleasingPath("primorl train", _primorl_train, _pendulum, ("history*",), slow=True),
+        ReleasingPath("primorl generate", _primorl_generate, _pendulum, slow=True),
+        ReleasingPath("dp-apvi release", _apvi_release, _apvi_data, slow=True, plus_one=_apvi_plus_one,
+                      public_facts=("*n_episodes_public",)),
+        # unit = one expert with all its trajectories; m is public; prefix lengths and D_stable are the DP release
+        ReleasingPath("expert svt release", _svt_release, lambda: _experts(600), ("*prefix_lengths*",
+                      "*stable_transitions", "d_stable*"), slow=True, plus_one=lambda _: _experts(601),
+                      public_facts=("*experts",)),
+        ReleasingPath("kickstart teacher", _teacher, _teacher_queries, ("answers*",), slow=True,
+                      plus_one=_teacher_neighbour),
+    ]
 
 
 PATHS = _paths()
@@ -113,9 +230,8 @@ PATHS = _paths()
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.slow else p for p in PATHS],
                          ids=[p.name for p in PATHS])
 def test_neighbouring_datasets_differ_only_in_dp_outputs(path: ReleasingPath, tmp_path):
-    d = path.data()
-    d_plus = add_episode(d, int(max(d.episode_lengths())) + 7)
+    d, d_plus = path.neighbours()
     a = path.run(d, tmp_path / "a")
     b = path.run(d_plus, tmp_path / "b")
-    found = leaks(a, b, dp_outputs=path.dp_outputs)
+    found = leaks(a, b, dp_outputs=path.dp_outputs, public_facts=PUBLIC_FACTS + path.public_facts)
     assert not found, f"{path.name} writes values computed from the sensitive data outside a mechanism:\n" + "\n".join(found)
