@@ -184,13 +184,18 @@ class PrivSynSynthesizer(GridBaseline):
     def _greedy_select(
         self, pairs: list[tuple[int, int]], noisy: np.ndarray, sizes: list[int], rho_meas: float
     ) -> list[tuple[int, int]]:
-        """The prefix of pairs (by decreasing noisy InDif) that minimises dependency error + measurement noise."""
+        """The prefix of pairs (by decreasing noisy InDif), at least one, that minimises dependency error + measurement
+        noise."""
         order = np.argsort(-noisy)
         cells = np.array([sizes[pairs[k][0]] * sizes[pairs[k][1]] for k in order], dtype=np.float64)
         gaps = np.maximum(noisy[order], 0.0)
         limit = len(order) if self.config.max_pairs is None else min(self.config.max_pairs, len(order))
-        best_k, best_err = 0, float(gaps.sum())
-        for k in range(1, limit + 1):
+        if limit == 0:
+            return []
+        # at least the top pair is measured: measuring nothing would leave the measurement budget unspent and the
+        # release with one-way marginals only (the choice is post-processing of the noisy scores either way)
+        best_k, best_err = 1, float(gaps[1:].sum()) + _noise_error(cells[:1], rho_meas)
+        for k in range(2, limit + 1):
             err = float(gaps[k:].sum()) + _noise_error(cells[:k], rho_meas)
             if err < best_err:
                 best_k, best_err = k, err
