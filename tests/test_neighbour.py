@@ -98,6 +98,7 @@ def _sens_small() -> OfflineDataset:
 
 _SAMPLE = ("*sample_info.extra*", "*card.sample.*", "*.sample.*", "*last_sample*")
 _GRID = _SAMPLE + ("*discretizer.fine_counts*", "*discretizer.groups*", "*discretizer.sizes*", "*measurements*",
+                   "*.pairs.*", "*.sigmas.*",  # which pairs the noisy scores selected, and their noise allocation
                    "*marginals*", "*cliques*")
 
 _DP_OUTPUTS = {"pgm": _GRID, "privsyn": _GRID}
