@@ -19,11 +19,33 @@ import numpy as np
 from privsynth.data.dataset import DatasetInfo
 from privsynth.errors import PrivsynthError
 
-__all__ = ["FlattenDictObs", "make_env", "flatten_obs", "register_robotics_envs", "POINTMAZE_OBS_KEYS"]
+__all__ = [
+    "FlattenDictObs",
+    "make_env",
+    "flatten_obs",
+    "register_robotics_envs",
+    "derived_obs_keys",
+    "POINTMAZE_OBS_KEYS",
+]
 
 POINTMAZE_OBS_KEYS: tuple[str, ...] = ("observation", "desired_goal")
 
+# Dict-observation keys an environment computes from other keys, so flat data need not store them:
+# env id prefix -> {key: (source key, first column, end column)}. PointMaze's achieved_goal is the ball's (x, y),
+# the first two entries of its observation (gymnasium-robotics point_maze.py).
+DERIVED_OBS_KEYS: dict[str, dict[str, tuple[str, int, int]]] = {
+    "PointMaze_": {"achieved_goal": ("observation", 0, 2)},
+}
+
 _registered = False
+
+
+def derived_obs_keys(env_id: str) -> dict[str, tuple[str, int, int]]:
+    """Keys that ``env_id``'s Dict observations derive from other keys (see :data:`DERIVED_OBS_KEYS`)."""
+    for prefix, keys in DERIVED_OBS_KEYS.items():
+        if env_id.startswith(prefix):
+            return keys
+    return {}
 
 
 def register_robotics_envs() -> None:
