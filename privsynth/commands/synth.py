@@ -123,10 +123,23 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from privsynth.synth import TransitionSynthesizer
     from privsynth.synth.pretrained import resolve_pretrained
 
+    from privsynth.data import minari_io
+    from privsynth.release import check_release_request, prepare_release
+
+    check_release_request(args.out_dataset, overwrite=args.overwrite, n=args.n)
     model = resolve_pretrained(args.model)
     synth = TransitionSynthesizer.load(model)
     if synth.ledger is None:
         raise InvalidData("this model was never DP fine-tuned: there is nothing releasable to sample")
+    sens_id = args.sensitive or next(
+        (h.get("dataset") for h in reversed(synth.history) if h.get("private") and h.get("dataset")), None
+    )
+    if not sens_id or not minari_io.dataset_exists(sens_id):
+        raise InvalidData(
+            f"cannot find the sensitive dataset '{sens_id}' the model was fine-tuned on; pass --sensitive ID so the "
+            "release carries its environment spec"
+        )
+    environment = minari_io.read_info(sens_id)  # metadata only: environment facts, no rows
     if args.shards > 1:
         from privsynth.evaluation.executors import make_executor
         from privsynth.synth.sharded import sample_sharded
@@ -137,6 +150,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     else:
         ds = synth.sample(args.n, seed=args.seed, method=args.sampler, steps=args.steps, progress=not args.quiet,
                           name=args.out_dataset)
+    ds = prepare_release(ds, environment)
     budget = args.budget
     if budget is None:
         targets = [h.get("target_epsilon") for h in synth.history if h.get("private")]
@@ -203,7 +217,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_finetune)
 
     p = subparsers.add_parser("sample", help="sample a DP fine-tuned synthesizer and release a Minari dataset")
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", required=True, help="DP fine-tuned checkpoint (carries the ledger)")
+    p.add_argument("--sensitive", default=None,
+                   help="sensitive dataset id whose environment spec the release carries (default: the dataset the "
+                        "model was fine-tuned on; only its metadata is read)")
     p.add_argument("-n", type=int, default=100_000, help="transitions to sample")
     p.add_argument("--out-dataset", required=True, help="Minari dataset id to write")
     p.add_argument("--sampler", choices=("dpm", "heun"), default=None)

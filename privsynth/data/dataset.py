@@ -170,6 +170,17 @@ class OfflineDataset:
                 f"obs/action dims {self.obs_dim}/{self.act_dim} vs {other.obs_dim}/{other.act_dim}"
             )
 
+    def shared_transitions(self, other: "OfflineDataset") -> int:
+        """How many of this dataset's transitions (exact rows s, a, r, s', terminal) also occur in ``other``."""
+        if self.transition_dim != other.transition_dim:
+            return 0
+
+        def keys(ds: "OfflineDataset") -> np.ndarray:
+            m = np.ascontiguousarray(ds.transition_matrix())
+            return m.view(np.dtype((np.void, m.dtype.itemsize * m.shape[1]))).ravel()
+
+        return int(np.isin(keys(self), keys(other)).sum())
+
     # -------------------------------------------------------------- properties
     @property
     def n_transitions(self) -> int:

@@ -79,6 +79,7 @@ __all__ = [
     "minari_episode_bounds",
     "card_summary",
     "read_card",
+    "read_info",
     "CARD_KEY",
 ]
 
@@ -218,6 +219,21 @@ def _card_of(meta: dict[str, Any]) -> dict[str, Any] | None:
     ours = meta.get(_METADATA_KEY)
     old = ((ours or {}).get("info") or {}).get("privacy_card") if isinstance(ours, dict) else None
     return old if isinstance(old, dict) else None
+
+
+def read_info(dataset_id: str) -> DatasetInfo:
+    """The :class:`DatasetInfo` of a local dataset from ``metadata.json`` alone (no rows are read)."""
+    from minari.dataset.minari_storage import MinariStorage
+
+    full = resolve_id(dataset_id)
+    try:
+        meta = MinariStorage.read_raw_metadata(_root() / full / "data")
+    except ValueError as exc:
+        raise InvalidData(f"cannot read dataset '{full}': {exc}") from None
+    ours = meta.get(_METADATA_KEY)
+    if isinstance(ours, dict) and "info" in ours:
+        return _our_info(meta)
+    return _foreign_info(full, meta, None)
 
 
 def read_card(dataset_id: str) -> dict[str, Any] | None:
