@@ -48,7 +48,7 @@ def test_make_list_show(capsys):
     assert code == 0 and shown["transitions"] == 1500 and shown["episodes"] == ds.n_episodes
     assert shown["ref_min_score"] == ds.info.ref_min_score and shown["privacy_card"] is None
     code, out, _ = run(capsys, "datasets", "show", "pointmaze-open")
-    assert code == 0 and "episodes:" in out and "reference:" in out and "privacy card: none" in out
+    assert code == 0 and "episodes:" in out and "reference:" in out and "No privacy card" in out
 
 
 def test_show_privacy_card(capsys):
@@ -56,9 +56,16 @@ def test_show_privacy_card(capsys):
     ds.info.privacy_card = {"epsilon": 4.0, "delta": 1e-5, "unit": "trajectory"}
     minari_io.write_dataset(ds, "carded")
     code, out, _ = run(capsys, "datasets", "show", "carded")
-    assert code == 0 and '"epsilon": 4.0' in out
+    assert code == 0 and "(4, 1e-05)-DP; privacy unit: trajectory" in out
     code, out, _ = run(capsys, "datasets", "list")
     assert "privsynth/carded-v0" in out and " 4 " in out
+    code, out, _ = run(capsys, "privacy", "card", "carded")  # the card of a released dataset, by id
+    assert code == 0 and "(4, 1e-05)-DP" in out
+    code, out, _ = run(capsys, "privacy", "card", "carded", "--json")
+    assert code == 0 and json.loads(out) == ds.info.privacy_card
+    minari_io.write_dataset(make_toy_dataset(), "plain")
+    code, _, err = run(capsys, "privacy", "card", "plain")
+    assert code == 2 and "carries no privacy card" in err
 
 
 def test_import_export_round_trip(capsys, tmp_path):
