@@ -32,6 +32,8 @@ __all__ = [
     "prepare_release",
     "check_release_request",
     "ENV_FACT_FIELDS",
+    "load_synthesizer",
+    "check_resume_files",
 ]
 
 # What a release takes from the sensitive dataset's DatasetInfo: public facts of its environment (the id and kwargs
@@ -167,6 +169,38 @@ def check_model_fits(synth: Any, sensitive: OfflineDataset) -> None:
         )
 
 
+def load_synthesizer(path: str | Path) -> TransitionSynthesizer:
+    """:meth:`TransitionSynthesizer.load` with one clear error naming a corrupted or truncated file."""
+    try:
+        return TransitionSynthesizer.load(path)
+    except PrivsynthError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - torch/pickle raise many types for a damaged file
+        raise InvalidData(
+            f"cannot read checkpoint {path}: corrupted or truncated ({type(exc).__name__}); delete it or rerun "
+            "with --overwrite"
+        ) from None
+
+
+def check_resume_files(paths: Sequence[Path], *, overwrite: bool, log: Any = print) -> None:
+    """Refuse (or, with ``overwrite``, delete) resume files that do not load; say which resume files will be used."""
+    import torch
+
+    for path in paths:
+        if not path.exists():
+            continue
+        try:
+            torch.load(path, weights_only=False, map_location="cpu")
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is reported the same way
+            if not overwrite:
+                raise InvalidData(
+                    f"cannot read resume file {path}: corrupted or truncated ({type(exc).__name__}); delete it or "
+                    "rerun with --overwrite"
+                ) from None
+            path.unlink()
+            log(f"discarded unreadable resume file {path}")
+
+
 def as_dataset(ds: OfflineDataset | str) -> OfflineDataset:
     """A dataset object from an object or a Minari dataset id."""
     if isinstance(ds, OfflineDataset):
@@ -226,16 +260,18 @@ def synthesize(
         sensitive_id=sensitive if isinstance(sensitive, str) else None,
         public_ids=[p for p in public_list if isinstance(p, str)],
     )
+    wd = Path(workdir) if workdir else None
+    seconds: dict[str, float] = {}
+    done_pre = wd / "pretrained.pt" if wd else None
+    done_fine = wd / "finetuned.pt" if wd else None
+    if wd is not None:
+        check_resume_files([done_fine, done_pre, wd / "pretrain-checkpoint.pt"], overwrite=overwrite)
     sens = as_dataset(sensitive).mark_sensitive(True)
     check_delta(delta, sens.n_transitions if unit == "transition" else sens.n_episodes)
     check_env_spaces(sens.info, sens.obs_dim, sens.act_dim)  # the release will carry this environment
     pubs = [as_dataset(p) for p in public_list]
     for pub in pubs:
         check_public(pub, sens)
-    wd = Path(workdir) if workdir else None
-    seconds: dict[str, float] = {}
-    done_pre = wd / "pretrained.pt" if wd else None
-    done_fine = wd / "finetuned.pt" if wd else None
     resumable = any(p is not None and p.exists() for p in (done_pre, done_fine))
     if not pubs and pretrained is None and not resumable:
         raise InvalidData("no public data: pass public datasets or a pre-trained synthesizer")
@@ -243,23 +279,22 @@ def synthesize(
         raise PrivacyError("refusing to release the output of the no-privacy ablation as a dataset")
 
     if done_fine is not None and done_fine.exists():
-        if progress:
-            print(f"resuming from {done_fine} (DP fine-tuning done)")
-        synth = TransitionSynthesizer.load(done_fine)
+        print(f"resuming from {done_fine}: DP fine-tuning already done, sampling")
+        synth = load_synthesizer(done_fine)
+        check_model_fits(synth, sens)
     else:
         t0 = time.perf_counter()
         if isinstance(pretrained, TransitionSynthesizer):
             synth = pretrained
         elif pretrained is not None:
-            synth = TransitionSynthesizer.load(resolve_pretrained(pretrained))
+            synth = load_synthesizer(resolve_pretrained(pretrained))
             check_model_fits(synth, sens)
             if config is not None:  # keep the pre-trained architecture, take the rest of the caller's config
                 config = dataclasses.replace(config, denoiser=synth.config.denoiser, edm=synth.config.edm)
                 synth.config = config
         elif done_pre is not None and done_pre.exists():
-            if progress:
-                print(f"resuming from {done_pre} (pre-training done)")
-            synth = TransitionSynthesizer.load(done_pre)
+            print(f"resuming from {done_pre}: pre-training already done, DP fine-tuning")
+            synth = load_synthesizer(done_pre)
             check_model_fits(synth, sens)
         else:
             if not pubs:
@@ -267,6 +302,8 @@ def synthesize(
             synth = TransitionSynthesizer(config or demo_config())
             if pretrain:
                 ckpt = wd / "pretrain-checkpoint.pt" if wd else None
+                if ckpt is not None and ckpt.exists():
+                    print(f"resuming pre-training from {ckpt}")
                 synth.pretrain(pubs, progress=progress, checkpoint=ckpt)
             else:
                 synth.fit_public_stats(pubs)
