@@ -164,3 +164,27 @@ def test_nan_rows_and_empty_episodes_in_a_minari_dataset(capsys):
     _foreign("ext/none-v0", [])
     code, _, err = run(capsys, "datasets", "show", "ext/none-v0")
     assert_one_line_error(code, err, "no episodes")
+
+
+def test_export_d3rlpy_holds_exactly_the_transitions(capsys, tmp_path):
+    d3rlpy = pytest.importorskip("d3rlpy")
+    from d3rlpy.dataset import BasicTransitionPicker
+
+    ds = make_toy_dataset(lengths=(6, 4, 9))
+    minari_io.write_dataset(ds, "toy")
+    out = tmp_path / "toy.h5"
+    code, text, _ = run(capsys, "datasets", "export", "toy", str(out), "--format", "d3rlpy")
+    assert code == 0 and "d3rlpy dataset" in text
+    with open(out, "rb") as f:
+        buf = d3rlpy.dataset.ReplayBuffer.load(f, d3rlpy.dataset.InfiniteBuffer())
+    picker = BasicTransitionPicker()
+    got = [picker(ep, i) for ep in buf.episodes for i in range(ep.transition_count)]
+    assert len(got) == ds.n_transitions
+    for k, tr in enumerate(got):
+        np.testing.assert_allclose(tr.observation, ds.observations[k])
+        np.testing.assert_allclose(tr.action, ds.actions[k])
+        assert bool(tr.terminal) == bool(ds.terminals[k])
+        if not ds.terminals[k]:
+            np.testing.assert_allclose(tr.next_observation, ds.next_observations[k])
+    code, _, err = run(capsys, "datasets", "export", "toy", str(out), "--format", "d3rlpy")
+    assert code == 2 and "--overwrite" in err

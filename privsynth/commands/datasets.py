@@ -96,7 +96,8 @@ def register(subparsers: Any) -> None:
     exp.add_argument("path", nargs="?", metavar="FILE", help="output file (.npz, or .h5 for d3rlpy)")
     exp.add_argument("--format", choices=("npz", "d3rlpy"), default="npz",
                      help="npz: D4RL-style arrays; d3rlpy: an MDPDataset file holding exactly the dataset's "
-                          "transitions (load with d3rlpy.dataset.ReplayBuffer.load(FILE, d3rlpy.dataset.InfiniteBuffer()))")
+                          "transitions (load with d3rlpy.dataset.ReplayBuffer.load(open(FILE, 'rb'), "
+                          "d3rlpy.dataset.InfiniteBuffer()))")
     exp.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     exp.set_defaults(func=_export)
 
@@ -335,7 +336,7 @@ def _export(args: argparse.Namespace) -> int:
 
         mdp = to_d3rlpy(ds)
         tmp = out.with_name(f".{out.name}.tmp")
-        with open(tmp, "wb") as f:
+        with open(tmp, "w+b") as f:  # h5py writes through a file object it can also read
             mdp.dump(f)
         tmp.replace(out)
         print(f"exported {ds.n_transitions} transitions of {full} as a d3rlpy dataset ({len(mdp.episodes)} "

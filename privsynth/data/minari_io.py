@@ -21,7 +21,8 @@ Layout ("standard", format 2): what any Minari consumer reads right (DESIGN inva
   (``DatasetInfo.obs_keys`` names the stored keys in column order; keys the environment derives from others, such as
   PointMaze's ``achieved_goal``, are rebuilt) and cast to its dtypes; the action space is the environment's.
   Without a registered environment, both are flat float32 ``Box`` spaces.
-* Every step carries ``infos/episode_id`` (int64), the dataset's own episode id.
+* Steps carry ``infos/episode_id`` (int64), the dataset's own episode id, unless it equals the Minari episode index
+  everywhere (one transition per episode, or episodes that were not split).
 * Beside ``main_data.hdf5``, ``privsynth_arrays.npz`` holds the same flat arrays, so :func:`load_dataset` reads a
   100,000-episode release in a second (Minari ignores the file).
 * The privacy card is stored once, at the top-level key ``privacy_card`` of ``metadata.json``, and summarised in
@@ -431,13 +432,17 @@ def _write_standard_hdf5(
     """Write every Minari episode of the standard layout into Minari's ``main_data.hdf5``; (episodes, steps).
 
     Same groups, datasets and attributes as Minari's own writer (``episode_{i}`` with ``observations`` [T+1],
-    ``actions``, ``rewards``, ``terminations``, ``truncations``, ``infos/episode_id``), written in one pass: Minari's
+    ``actions``, ``rewards``, ``terminations``, ``truncations``, ``infos/episode_id`` unless every episode id is
+    its Minari episode index), written in one pass: Minari's
     writer lists the file's keys for every episode, which grows quadratically with the episode count.
     """
     import h5py
 
     starts, ends = minari_episode_bounds(ds)
     act_dtype = act_space.dtype if act_space.dtype is not None else np.float32
+    # infos/episode_id only when it says more than the Minari episode index (two fewer hdf5 objects per episode)
+    default_ids = np.repeat(np.arange(len(starts)), ends - starts)
+    with_ids = not np.array_equal(ds.episode_ids, default_ids)
     with h5py.File(file_path, "w", track_order=True) as f:
         for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
             g = f.create_group(f"episode_{i}")
@@ -451,7 +456,8 @@ def _write_standard_hdf5(
             trunc = np.zeros(e - s, dtype=bool)
             trunc[-1] = not terminal
             g.create_dataset("truncations", data=trunc)
-            g.create_group("infos").create_dataset("episode_id", data=ds.episode_ids[s:e])
+            if with_ids:
+                g.create_group("infos").create_dataset("episode_id", data=ds.episode_ids[s:e])
     return len(starts), ds.n_transitions
 
 
@@ -526,6 +532,16 @@ def card_summary(card: dict[str, Any] | None) -> str:
     return text + f". Full card: metadata['{CARD_KEY}'] (`privsynth privacy card DATASET_ID`)."
 
 
+def _algorithm(info: DatasetInfo) -> str:
+    """Minari's ``algorithm_name``: the behaviour policy of real data, the synthesizer of a release."""
+    if info.extra.get("algorithm"):
+        return str(info.extra["algorithm"])
+    if info.extra.get("synthesizer"):
+        suffix = " (DP synthetic)" if info.privacy_card else ""
+        return f"privsynth {info.extra['synthesizer']}{suffix}"
+    return "privsynth"
+
+
 def _description(ds: OfflineDataset, n_minari_episodes: int) -> str:
     info = ds.info
     env = info.env_id or "an unregistered environment"
@@ -584,7 +600,7 @@ def write_dataset_dir(
                 eval_env=spec,
                 observation_space=obs_space,
                 action_space=act_space,
-                algorithm_name=str(ds.info.extra.get("algorithm", "privsynth")),
+                algorithm_name=_algorithm(ds.info),
                 description="(written by privsynth)",
                 data_format="hdf5",
                 **scores,
