@@ -288,3 +288,21 @@ def test_foreign_minari_dataset_loads():
     assert ds.obs_dim == 6 and ds.n_episodes == 2 and ds.n_transitions == 13
     assert ds.info.obs_keys == ["observation", "desired_goal"]
     np.testing.assert_array_equal(ds.next_observations[:4], ds.observations[1:5])
+
+
+def test_minari_data_collector_output_loads_as_sensitive_data():
+    """Data recorded with minari.DataCollector (extra `create`: jax) is read with its env spec."""
+    pytest.importorskip("jax")
+    from minari import DataCollector
+
+    env = DataCollector(gym.make("Pendulum-v1", max_episode_steps=50))
+    env.reset(seed=0)
+    for _ in range(100):
+        _, _, term, trunc, _ = env.step(env.action_space.sample())
+        if term or trunc:
+            env.reset()
+    env.create_dataset(dataset_id="mine/pendulum-v0", algorithm_name="random")
+    public, sensitive = minari_io.load_public_and_sensitive([], "mine/pendulum-v0")
+    assert public is None and sensitive.info.sensitive and sensitive.info.env_id == "Pendulum-v1"
+    assert sensitive.n_transitions == 100 and sensitive.n_episodes == 2 and sensitive.obs_dim == 3
+    minari_io.check_env_spaces(sensitive.info, sensitive.obs_dim, sensitive.act_dim)
