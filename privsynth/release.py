@@ -121,7 +121,7 @@ def release_dataset(
 ) -> float:
     """Check the ledger against (``epsilon_budget``, ``delta``) and write ``dataset`` as ``dataset_id``.
 
-    With ``environment`` (the sensitive dataset's info), the written rows are :func:`prepare_release`\ d first.
+    With ``environment`` (the sensitive dataset's info), the rows are post-processed by :func:`prepare_release` first.
 
     Refuses (raises) if the dataset carries no privacy card, if its card is not private (the no-privacy ablation),
     if the card's ledger differs from ``ledger``, or if the ledger spends more than the budget. With
