@@ -18,11 +18,29 @@ from privsynth import __version__
 from privsynth.errors import PrivsynthError
 
 
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default after its help text, unless the help text already states it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text.lower() or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+            return action.help
+        return super()._get_help_string(action)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every (sub)command parser shows option defaults in ``--help``."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", _DefaultsFormatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the parser from every module in :mod:`privsynth.commands` (sorted by name)."""
     import privsynth.commands as commands
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="privsynth",
         description="Differentially private synthetic offline-RL datasets, and audits of what they leak.",
     )

@@ -121,4 +121,31 @@ def test_store_option_and_help_defaults(tmp_path, capsys):
     assert "(default: 100000)" in out and "installed:" in out
     with pytest.raises(SystemExit):
         main(["datasets", "import", "--help"])
-    assert "(default: None)" in capsys.readouterr().out
+    assert "(default: npz)" not in capsys.readouterr().out  # import has no --format
+    with pytest.raises(SystemExit):
+        main(["datasets", "export", "--help"])
+    assert "(default: npz)" in capsys.readouterr().out
+
+
+def test_every_option_of_the_release_commands_has_help():
+    import argparse
+
+    from privsynth.cli import build_parser
+
+    def parsers(parser, path=()):
+        yield path, parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from parsers(sub, (*path, name))
+
+    owned = {("synthesize",), ("sample",), ("pretrain",), ("finetune",), ("datasets", "import"),
+             ("datasets", "export"), ("datasets", "make", "pointmaze"), ("datasets", "make", "locomotion"),
+             ("privacy", "card"), ()}
+    missing = [
+        (" ".join(path), a.option_strings[-1])
+        for path, p in parsers(build_parser()) if path in owned
+        for a in p._actions
+        if a.option_strings and not a.help and not isinstance(a, (argparse._HelpAction, argparse._VersionAction))
+    ]
+    assert not missing

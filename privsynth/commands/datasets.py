@@ -35,7 +35,7 @@ def register(subparsers: Any) -> None:
     )
     pm.add_argument("--maze", default="umaze", help="open | umaze | medium | large (default umaze)")
     pm.add_argument("--steps", type=int, default=100_000, help="environment steps to collect (default 100000)")
-    pm.add_argument("--seed", type=int, default=0)
+    pm.add_argument("--seed", type=int, default=0, help="seed of the environment reset, action noise and waypoints")
     pm.add_argument("--dense", action="store_true", help="dense reward exp(-distance) instead of sparse 0/1")
     pm.add_argument("--action-noise", type=float, default=0.5, help="std of Gaussian action noise (default 0.5)")
     pm.add_argument("--ref-episodes", type=int, default=100, help="episodes per reference policy (default 100)")
@@ -52,7 +52,7 @@ def register(subparsers: Any) -> None:
         "--kind", default="medium", help="random | medium | expert | medium-replay | medium-expert (default medium)"
     )
     loco.add_argument("--steps", type=int, default=None, help="transitions (default 100000; medium-replay: as trained)")
-    loco.add_argument("--seed", type=int, default=0)
+    loco.add_argument("--seed", type=int, default=0, help="seed of the environment and the policy's sampling")
     loco.add_argument("--name", default=None, help="dataset id (default privsynth/<env>-<kind>-v0)")
     loco.add_argument("--overwrite", action="store_true", help="replace an existing dataset with this id")
     loco.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -69,7 +69,6 @@ def register(subparsers: Any) -> None:
 
     imp = sub.add_parser(
         "import", help="import your data: .csv / .parquet (column layout in docs/datasets.md) or a D4RL-style .npz",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     imp.add_argument("path", nargs="?", metavar="FILE", help=".csv, .parquet or .npz file")
     imp.add_argument("--name", default=None, help="dataset id (default: the file name)")
@@ -90,8 +89,7 @@ def register(subparsers: Any) -> None:
     imp.add_argument("--overwrite", action="store_true", help="replace an existing dataset with this id")
     imp.set_defaults(func=_import)
 
-    exp = sub.add_parser("export", help="write a dataset as a D4RL-style .npz or a d3rlpy dataset file",
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    exp = sub.add_parser("export", help="write a dataset as a D4RL-style .npz or a d3rlpy dataset file")
     exp.add_argument("dataset_id", nargs="?", metavar="ID", help="local dataset id")
     exp.add_argument("path", nargs="?", metavar="FILE", help="output file (.npz, or .h5 for d3rlpy)")
     exp.add_argument("--format", choices=("npz", "d3rlpy"), default="npz",

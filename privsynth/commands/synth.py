@@ -220,9 +220,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    fmt = argparse.ArgumentDefaultsHelpFormatter
-    p = subparsers.add_parser("pretrain", help="pre-train a transition synthesizer on public datasets (no DP)",
-                              formatter_class=fmt)
+    p = subparsers.add_parser("pretrain", help="pre-train a transition synthesizer on public datasets (no DP)")
     p.add_argument("--public", required=True, help="comma-separated public dataset ids")
     p.add_argument("--out", required=True, help="checkpoint file to write (refused if it exists, unless --overwrite)")
     p.add_argument("--pretrain-epochs", type=float, default=None, help="pre-training epochs (None: the preset's)")
@@ -235,7 +233,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_common(p)
     p.set_defaults(func=cmd_pretrain)
 
-    p = subparsers.add_parser("finetune", help="DP fine-tune a synthesizer on a sensitive dataset", formatter_class=fmt)
+    p = subparsers.add_parser("finetune", help="DP fine-tune a synthesizer on a sensitive dataset")
     p.add_argument("--model", required=True,
                    help=f"checkpoint path or shipped pre-trained name (installed: {_pretrained_help()})")
     p.add_argument("--sensitive", required=True, help="sensitive dataset id")
@@ -246,8 +244,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_common(p)
     p.set_defaults(func=cmd_finetune)
 
-    p = subparsers.add_parser("sample", help="sample a DP fine-tuned synthesizer and release a Minari dataset",
-                              formatter_class=fmt)
+    p = subparsers.add_parser("sample", help="sample a DP fine-tuned synthesizer and release a Minari dataset")
     p.add_argument("--model", required=True, help="DP fine-tuned checkpoint (carries the ledger)")
     p.add_argument("--sensitive", default=None,
                    help="sensitive dataset id whose environment spec the release carries (None: the dataset the "
@@ -267,8 +264,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_sample)
 
-    p = subparsers.add_parser("synthesize", help="pretrain -> DP finetune -> sample -> release, in one command",
-                              formatter_class=fmt)
+    p = subparsers.add_parser("synthesize", help="pretrain -> DP finetune -> sample -> release, in one command")
     p.add_argument("--public", default=None, help="comma-separated public dataset ids (not the sensitive one)")
     p.add_argument("--sensitive", required=True, help="sensitive dataset id (its environment spec goes on the release)")
     p.add_argument("-n", type=int, default=100_000, help="synthetic transitions to release")
