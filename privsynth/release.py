@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+import gymnasium as gym
 import numpy as np
 
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
@@ -51,7 +52,8 @@ def prepare_release(dataset: OfflineDataset, environment: DatasetInfo | None) ->
     """Post-processing of synthetic rows before release (free under DP): the environment's facts and support.
 
     With ``environment`` (the sensitive dataset's info): the release carries its :func:`environment_facts` (checked
-    against the environment's spaces). Then rows are clipped to the support: actions to the action box, observations
+    against the environment's spaces). Then rows are clipped to the support: actions to the action box (discrete
+    actions rounded to a valid index), observations
     and next observations to the finite bounds of the observation space, and terminals cleared in an environment
     that never terminates (:func:`privsynth.data.envs.never_terminates`). Returns a new dataset.
     """
@@ -65,13 +67,17 @@ def prepare_release(dataset: OfflineDataset, environment: DatasetInfo | None) ->
     actions, obs, nxt, terminals = dataset.actions, dataset.observations, dataset.next_observations, dataset.terminals
     spaces = env_spaces(info)
     low = high = None
-    if spaces is not None:
+    if spaces is not None and isinstance(spaces[1], gym.spaces.Discrete):  # indices: round, then clip
+        act_space = spaces[1]
+        actions = np.rint(actions)
+        low, high = np.array([act_space.start]), np.array([act_space.start + act_space.n - 1])
+    elif spaces is not None:
         low, high = spaces[1].low, spaces[1].high
     elif info.action_low is not None and info.action_high is not None:
         low, high = np.asarray(info.action_low), np.asarray(info.action_high)
     if low is not None and high is not None:
         actions = np.clip(actions, low.astype(np.float32), high.astype(np.float32))
-    if spaces is not None:
+    if spaces is not None and isinstance(spaces[0], (gym.spaces.Box, gym.spaces.Dict)):
         olow, ohigh = observation_bounds(spaces[0], info.obs_keys)
         obs, nxt = np.clip(obs, olow, ohigh), np.clip(nxt, olow, ohigh)
     if never_terminates(info.env_id, info.env_kwargs):

@@ -306,3 +306,19 @@ def test_minari_data_collector_output_loads_as_sensitive_data():
     assert public is None and sensitive.info.sensitive and sensitive.info.env_id == "Pendulum-v1"
     assert sensitive.n_transitions == 100 and sensitive.n_episodes == 2 and sensitive.obs_dim == 3
     minari_io.check_env_spaces(sensitive.info, sensitive.obs_dim, sensitive.act_dim)
+
+
+def test_discrete_actions_are_stored_as_indices_of_the_env_space():
+    rng = np.random.default_rng(0)
+    n = 12
+    ds = OfflineDataset(observations=rng.normal(size=(n, 4)), actions=rng.integers(0, 2, (n, 1)),
+                        rewards=np.ones(n), next_observations=rng.normal(size=(n, 4)), terminals=np.zeros(n),
+                        timeouts=np.zeros(n), episode_ids=np.arange(n), info=DatasetInfo(name="cp", env_id="CartPole-v1"))
+    minari_io.write_dataset(ds, "cartpole")
+    plain = minari.load_dataset("privsynth/cartpole-v0")
+    assert isinstance(plain.action_space, gym.spaces.Discrete) and plain.total_episodes == n
+    assert all(plain.action_space.contains(int(ep.actions[0])) for ep in plain.iterate_episodes())
+    back = minari_io.load_dataset("cartpole")
+    np.testing.assert_array_equal(back.actions, ds.actions)
+    with pytest.raises(SpaceMismatch):
+        minari_io.check_env_spaces(ds.info, 4, 2)

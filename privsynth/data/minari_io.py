@@ -364,11 +364,12 @@ def check_env_spaces(info: DatasetInfo, obs_dim: int, act_dim: int) -> None:
         want = sum(_width(obs_space.spaces[k]) for k in info.obs_keys)
     elif isinstance(obs_space, gym.spaces.Box):
         want = _width(obs_space)
-    else:
-        raise SpaceMismatch(f"{env} has a {type(obs_space).__name__} observation space; only Box and Dict of Box work")
+    else:  # Discrete and other spaces: stored as flat columns, one per index
+        want = obs_dim
     if want != obs_dim:
         raise SpaceMismatch(f"the data has {obs_dim} observation dims but {env} has {want}")
-    if not isinstance(act_space, gym.spaces.Box) or _width(act_space) != act_dim:
+    act_width = 1 if isinstance(act_space, gym.spaces.Discrete) else _width(act_space)
+    if not isinstance(act_space, (gym.spaces.Box, gym.spaces.Discrete)) or act_width != act_dim:
         raise SpaceMismatch(f"the data has {act_dim} action dims but {env}'s action space is {act_space}")
 
 
@@ -401,12 +402,14 @@ def _obs_writer(info: DatasetInfo, obs_dim: int) -> tuple[gym.Space, Any]:
             return parts
 
         return obs_space, to_dict
-    return obs_space, lambda x: x.astype(obs_space.dtype).reshape((len(x), *obs_space.shape))
+    if isinstance(obs_space, gym.spaces.Box):
+        return obs_space, lambda x: x.astype(obs_space.dtype).reshape((len(x), *obs_space.shape))
+    return gym.spaces.Box(-np.inf, np.inf, shape=(obs_dim,), dtype=np.float32), lambda x: x
 
 
-def _action_space(ds: OfflineDataset) -> gym.spaces.Box:
+def _action_space(ds: OfflineDataset) -> gym.Space:
     spaces = env_spaces(ds.info)
-    if spaces is not None and isinstance(spaces[1], gym.spaces.Box):
+    if spaces is not None and isinstance(spaces[1], (gym.spaces.Box, gym.spaces.Discrete)):
         return spaces[1]
     info = ds.info
     if info.action_low is not None and info.action_high is not None:
@@ -426,9 +429,7 @@ def _write_group(group: Any, name: str, data: Any) -> None:
         group.create_dataset(name, data=data)
 
 
-def _write_standard_hdf5(
-    file_path: Path, ds: OfflineDataset, obs_fn: Any, act_space: gym.spaces.Box
-) -> tuple[int, int]:
+def _write_standard_hdf5(file_path: Path, ds: OfflineDataset, obs_fn: Any, act_space: gym.Space) -> tuple[int, int]:
     """Write every Minari episode of the standard layout into Minari's ``main_data.hdf5``; (episodes, steps).
 
     Same groups, datasets and attributes as Minari's own writer (``episode_{i}`` with ``observations`` [T+1],
@@ -440,6 +441,7 @@ def _write_standard_hdf5(
 
     starts, ends = minari_episode_bounds(ds)
     act_dtype = act_space.dtype if act_space.dtype is not None else np.float32
+    discrete = isinstance(act_space, gym.spaces.Discrete)  # actions stored as indices, shape [T]
     # infos/episode_id only when it says more than the Minari episode index (two fewer hdf5 objects per episode)
     default_ids = np.repeat(np.arange(len(starts)), ends - starts)
     with_ids = not np.array_equal(ds.episode_ids, default_ids)
@@ -449,7 +451,8 @@ def _write_standard_hdf5(
             g.attrs["id"] = i
             g.attrs["total_steps"] = e - s
             _write_group(g, "observations", obs_fn(np.concatenate([ds.observations[s:e], ds.next_observations[e - 1 : e]])))
-            g.create_dataset("actions", data=ds.actions[s:e].astype(act_dtype))
+            acts = np.rint(ds.actions[s:e, 0]) if discrete else ds.actions[s:e]
+            g.create_dataset("actions", data=acts.astype(act_dtype))
             g.create_dataset("rewards", data=ds.rewards[s:e])
             terminal = bool(ds.terminals[e - 1])
             g.create_dataset("terminations", data=ds.terminals[s:e])
