@@ -175,6 +175,13 @@ def check_model_fits(synth: Any, sensitive: OfflineDataset) -> None:
         )
 
 
+def record_dp_request(config: Any, epsilon: float, delta: float, unit: str) -> None:
+    """Write the run's (ε, δ, unit) into ``config.dp``, so the config on the card is the one that ran."""
+    dp = getattr(config, "dp", None)
+    if dp is not None:
+        dp.epsilon, dp.delta, dp.unit = float(epsilon), float(delta), unit
+
+
 def load_synthesizer(path: str | Path) -> TransitionSynthesizer:
     """:meth:`TransitionSynthesizer.load` with one clear error naming a corrupted or truncated file."""
     try:
@@ -317,6 +324,7 @@ def synthesize(
                 synth.save(done_pre)
         seconds["pretrain"] = time.perf_counter() - t0
         t0 = time.perf_counter()
+        record_dp_request(synth.config, epsilon, delta, unit)
         synth.finetune(sens, epsilon, delta, unit, progress=progress)
         seconds["finetune"] = time.perf_counter() - t0
         if done_fine is not None:

@@ -116,7 +116,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     from privsynth.synth import TransitionSynthesizer
     from privsynth.synth.pretrained import resolve_pretrained
 
-    from privsynth.release import check_model_fits, load_synthesizer
+    from privsynth.release import check_model_fits, load_synthesizer, record_dp_request
 
     _refuse_existing(args.out, args.overwrite)
     group = dist_dp.init_from_env()  # under torchrun: join the job; every rank loads the same model and data
@@ -130,6 +130,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         if group is not None:  # the diffusion loss' own noise differs per rank (the DP noise is shared, in dp_train)
             torch.manual_seed(cfg.seed * 1000 + group.rank)
         main = group is None or group.rank == 0
+        record_dp_request(synth.config, args.epsilon, args.delta, args.unit)
         synth.finetune(sens, args.epsilon, args.delta, args.unit, progress=main and not args.quiet)
         if main:
             synth.save(args.out)
