@@ -8,23 +8,46 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from privsynth import __version__
 from privsynth.errors import PrivsynthError
+
+
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default after its help text, unless the help text already states it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text.lower() or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+            return action.help
+        return super()._get_help_string(action)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every (sub)command parser shows option defaults in ``--help``."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", _DefaultsFormatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the parser from every module in :mod:`privsynth.commands` (sorted by name)."""
     import privsynth.commands as commands
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="privsynth",
         description="Differentially private synthetic offline-RL datasets, and audits of what they leak.",
     )
     parser.add_argument("--version", action="version", version=f"privsynth {__version__}")
+    parser.add_argument("--store", default=None, metavar="DIR",
+                        help="Minari dataset store to read and write (default: $MINARI_DATASETS_PATH, else "
+                             "~/.minari/datasets)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
@@ -40,6 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    old_store = os.environ.get("MINARI_DATASETS_PATH")
+    if getattr(args, "store", None):
+        os.environ["MINARI_DATASETS_PATH"] = str(Path(args.store).expanduser().resolve())
     try:
         result = args.func(args)
     except PrivsynthError as exc:
@@ -48,6 +74,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("privsynth: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if getattr(args, "store", None):  # main() may run inside a longer process (tests, notebooks)
+            if old_store is None:
+                os.environ.pop("MINARI_DATASETS_PATH", None)
+            else:
+                os.environ["MINARI_DATASETS_PATH"] = old_store
     return int(result or 0)
 
 

@@ -1,9 +1,10 @@
 """Benchmarks for the data layer (numbers quoted in docs/datasets.md).
 
-    OMP_NUM_THREADS=1 python scripts/bench_datasets.py [--io-transitions 1000000] [--maps open umaze medium large]
+    OMP_NUM_THREADS=1 python scripts/bench_datasets.py [--io-transitions 20000] [--maps open umaze medium large]
 
-1. Minari write/read of N independent synthetic transitions (packed scheme), exactness checked.
-2. Minari write/read of N chained transitions in ~12k episodes (packed, since > MAX_EPISODIC_EPISODES).
+1. Minari write / privsynth read / plain-Minari iteration of N independent synthetic transitions (standard layout:
+   one Minari episode each), exactness checked.
+2. The same for N chained transitions in episodes of ~83 steps.
 3. PointMaze generation time for --gen-steps steps per map (collection + reference scores).
 4. Reference scores (random, expert) per map over --ref-episodes episodes on the evaluation env.
 Runs in a temporary Minari store; nothing is left behind.
@@ -20,9 +21,19 @@ import time
 import numpy as np
 
 
+def _minari_iterate(dataset_id: str) -> float:
+    """Seconds plain Minari takes to iterate every episode of a dataset."""
+    import minari
+
+    t = time.perf_counter()
+    for _ in minari.load_dataset(dataset_id).iterate_episodes():
+        pass
+    return round(time.perf_counter() - t, 2)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--io-transitions", type=int, default=1_000_000)
+    ap.add_argument("--io-transitions", type=int, default=20_000)
     ap.add_argument("--gen-steps", type=int, default=20_000)
     ap.add_argument("--ref-episodes", type=int, default=100)
     ap.add_argument("--maps", nargs="*", default=["open", "umaze", "medium", "large"])
@@ -46,7 +57,9 @@ def main() -> None:
         t = time.perf_counter(); back = minari_io.load_dataset("bench-independent"); r = time.perf_counter() - t
         exact = all(np.array_equal(getattr(ds, k), getattr(back, k)) for k in
                     ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts", "episode_ids"))
-        results["independent"] = {"transitions": n, "write_s": round(w, 2), "read_s": round(r, 2), "exact": exact}
+        plain = _minari_iterate("privsynth/bench-independent-v0")
+        results["independent"] = {"transitions": n, "write_s": round(w, 2), "read_s": round(r, 2),
+                                  "minari_iterate_s": plain, "exact": exact}
         print("independent", results["independent"], flush=True)
 
         obs = rng.normal(size=(n + 1, 6)).astype(np.float32)
@@ -57,7 +70,8 @@ def main() -> None:
         t = time.perf_counter(); back = minari_io.load_dataset("bench-chained"); r = time.perf_counter() - t
         exact = all(np.array_equal(getattr(ds, k), getattr(back, k)) for k in ("observations", "next_observations", "episode_ids"))
         results["chained"] = {"transitions": n, "episodes": ds.n_episodes, "scheme": minari_io.choose_scheme(ds),
-                              "write_s": round(w, 2), "read_s": round(r, 2), "exact": exact}
+                              "write_s": round(w, 2), "read_s": round(r, 2),
+                              "minari_iterate_s": _minari_iterate("privsynth/bench-chained-v0"), "exact": exact}
         print("chained", results["chained"], flush=True)
 
         for maze in args.maps:

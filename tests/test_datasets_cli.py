@@ -48,7 +48,7 @@ def test_make_list_show(capsys):
     assert code == 0 and shown["transitions"] == 1500 and shown["episodes"] == ds.n_episodes
     assert shown["ref_min_score"] == ds.info.ref_min_score and shown["privacy_card"] is None
     code, out, _ = run(capsys, "datasets", "show", "pointmaze-open")
-    assert code == 0 and "episodes:" in out and "reference:" in out and "privacy card: none" in out
+    assert code == 0 and "episodes:" in out and "reference:" in out and "No privacy card" in out
 
 
 def test_show_privacy_card(capsys):
@@ -56,9 +56,16 @@ def test_show_privacy_card(capsys):
     ds.info.privacy_card = {"epsilon": 4.0, "delta": 1e-5, "unit": "trajectory"}
     minari_io.write_dataset(ds, "carded")
     code, out, _ = run(capsys, "datasets", "show", "carded")
-    assert code == 0 and '"epsilon": 4.0' in out
+    assert code == 0 and "(4, 1e-05)-DP; privacy unit: trajectory" in out
     code, out, _ = run(capsys, "datasets", "list")
     assert "privsynth/carded-v0" in out and " 4 " in out
+    code, out, _ = run(capsys, "privacy", "card", "carded")  # the card of a released dataset, by id
+    assert code == 0 and "(4, 1e-05)-DP" in out
+    code, out, _ = run(capsys, "privacy", "card", "carded", "--json")
+    assert code == 0 and json.loads(out) == ds.info.privacy_card
+    minari_io.write_dataset(make_toy_dataset(), "plain")
+    code, _, err = run(capsys, "privacy", "card", "plain")
+    assert code == 2 and "carries no privacy card" in err
 
 
 def test_import_export_round_trip(capsys, tmp_path):
@@ -157,3 +164,27 @@ def test_nan_rows_and_empty_episodes_in_a_minari_dataset(capsys):
     _foreign("ext/none-v0", [])
     code, _, err = run(capsys, "datasets", "show", "ext/none-v0")
     assert_one_line_error(code, err, "no episodes")
+
+
+def test_export_d3rlpy_holds_exactly_the_transitions(capsys, tmp_path):
+    d3rlpy = pytest.importorskip("d3rlpy")
+    from d3rlpy.dataset import BasicTransitionPicker
+
+    ds = make_toy_dataset(lengths=(6, 4, 9))
+    minari_io.write_dataset(ds, "toy")
+    out = tmp_path / "toy.h5"
+    code, text, _ = run(capsys, "datasets", "export", "toy", str(out), "--format", "d3rlpy")
+    assert code == 0 and "d3rlpy dataset" in text
+    with open(out, "rb") as f:
+        buf = d3rlpy.dataset.ReplayBuffer.load(f, d3rlpy.dataset.InfiniteBuffer())
+    picker = BasicTransitionPicker()
+    got = [picker(ep, i) for ep in buf.episodes for i in range(ep.transition_count)]
+    assert len(got) == ds.n_transitions
+    for k, tr in enumerate(got):
+        np.testing.assert_allclose(tr.observation, ds.observations[k])
+        np.testing.assert_allclose(tr.action, ds.actions[k])
+        assert bool(tr.terminal) == bool(ds.terminals[k])
+        if not ds.terminals[k]:
+            np.testing.assert_allclose(tr.next_observation, ds.next_observations[k])
+    code, _, err = run(capsys, "datasets", "export", "toy", str(out), "--format", "d3rlpy")
+    assert code == 2 and "--overwrite" in err

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import gymnasium as gym
 import minari
 import numpy as np
 import pytest
@@ -55,26 +56,42 @@ def synthetic(n=1000, seed=1) -> OfflineDataset:
     return OfflineDataset.from_transition_matrix(m, 4, 2, info=info)
 
 
-def test_episodic_round_trip_is_exact_and_native():
+def _plain_transitions(dataset_id: str):
+    """(s, a, r, s', terminated, truncated) rows as a plain Minari user reads them: obs[t], obs[t+1]."""
+    plain = minari.load_dataset(dataset_id)
+    rows = []
+    for ep in plain.iterate_episodes():
+        t = len(ep.rewards)
+        assert ep.terminations[-1] or ep.truncations[-1]  # every Minari episode ends in one of them
+        assert not ep.terminations[:-1].any() and not ep.truncations[:-1].any()
+        for i in range(t):
+            rows.append((ep.observations[i], ep.actions[i], ep.rewards[i], ep.observations[i + 1],
+                         ep.terminations[i], ep.truncations[i]))
+    return plain, rows
+
+
+def test_chained_round_trip_is_exact_and_native():
     ds = chained(privacy_card=CARD, sensitive=True)
     path = minari_io.write_dataset(ds, "rt")
     assert path == Path(os.environ["MINARI_DATASETS_PATH"]) / "privsynth" / "rt-v0"
-    assert minari_io.choose_scheme(ds) == "episodic"
+    assert minari_io.choose_scheme(ds) == "standard"
     back = minari_io.load_dataset("rt")
     assert_same(ds, back)
     assert back.info.privacy_card == CARD and back.info.sensitive
-    plain = minari.load_dataset("privsynth/rt-v0")  # plain minari, no privsynth code
-    assert plain.total_episodes == 3 and plain.total_steps == ds.n_transitions
+    plain, rows = _plain_transitions("privsynth/rt-v0")  # plain minari, no privsynth code
+    assert plain.total_episodes == 3 and plain.total_steps == ds.n_transitions == len(rows)
     ep = next(iter(plain.iterate_episodes()))
     np.testing.assert_array_equal(ep.observations[:-1], ds.observations[:40])
     np.testing.assert_array_equal(ep.observations[-1], ds.next_observations[39])
-    assert plain.storage.metadata["privsynth"]["info"]["privacy_card"] == CARD
+    meta = plain.storage.metadata
+    assert meta["privacy_card"] == CARD and "privacy_card" not in meta["privsynth"]["info"]  # one card
+    assert "(2.5, 1e-05)-DP" in meta["description"] and "trajectory" in meta["description"]
+    assert minari_io.read_card("rt") == CARD
 
 
-def test_independent_transitions_round_trip_is_exact():
+def test_independent_transitions_become_one_episode_each():
     ds = synthetic()
     assert not np.array_equal(ds.next_observations[:-1], ds.observations[1:])
-    assert minari_io.choose_scheme(ds) == "packed"
     minari_io.write_dataset(ds, "ns/synthetic-v3")
     back = minari_io.load_dataset("ns/synthetic-v3")
     info = ds.info.to_dict()
@@ -82,39 +99,37 @@ def test_independent_transitions_round_trip_is_exact():
     assert back.info.to_dict() == info
     back.info = ds.info
     assert_same(ds, back)
-    plain = minari.load_dataset("ns/synthetic-v3")
-    assert plain.total_steps == 1000 and plain.total_episodes == 1  # one pseudo-episode
+    plain, rows = _plain_transitions("ns/synthetic-v3")
+    assert plain.total_steps == 1000 and plain.total_episodes == 1000
+    for i, (s, a, r, s2, term, trunc) in enumerate(rows):
+        np.testing.assert_array_equal(s, ds.observations[i])
+        np.testing.assert_array_equal(s2, ds.next_observations[i])
+        np.testing.assert_array_equal(a, ds.actions[i])
+        assert r == ds.rewards[i] and term == ds.terminals[i] and trunc == (not ds.terminals[i])
+    assert len(list(plain.iterate_episodes([0, 1, 2]))) == 3 and len(plain.sample_episodes(2)) == 2
 
 
-def test_packed_many_episodes_and_multiple_chunks(monkeypatch):
-    monkeypatch.setattr(minari_io, "PACK_STEPS", 300)
-    monkeypatch.setattr(minari_io, "MAX_EPISODIC_EPISODES", 2)
-    ds = chained()
-    assert minari_io.choose_scheme(ds) == "packed"
-    minari_io.write_dataset(ds, "packed")
-    assert_same(ds, minari_io.load_dataset("packed"))
+def test_split_runs_and_fallback_reader():
+    """Terminals and chain breaks inside an episode split it; without the arrays file the hdf5 alone loads."""
     toy = make_toy_dataset(lengths=(5, 1, 7, 1, 1), seed=4)
     minari_io.write_dataset(toy, "toy")
     assert_same(toy, minari_io.load_dataset("toy"))
-    assert minari.load_dataset("privsynth/packed-v0").total_episodes == 1  # 125 steps < 300
-    ds2 = synthetic(n=700)
-    minari_io.write_dataset(ds2, "three-chunks")
-    assert minari.load_dataset("privsynth/three-chunks-v0").total_episodes == 3
-    back = minari_io.load_dataset("three-chunks")
-    back.info = ds2.info
-    assert_same(ds2, back)
-
-
-def test_forced_episodic_scheme_and_bad_scheme():
+    starts, ends = minari_io.minari_episode_bounds(toy)
+    assert minari.load_dataset("privsynth/toy-v0").total_episodes == len(starts)
     ds = chained()
-    minari_io.write_dataset(ds, "forced", scheme="episodic")
-    assert minari.load_dataset("privsynth/forced-v0").total_episodes == 3
-    unchained = synthetic(n=10)
-    unchained.episode_ids = np.arange(10) // 2  # two independent transitions per "episode"
+    ds.terminals[10] = True  # a terminal inside an episode ends a Minari episode there
+    minari_io.write_dataset(ds, "split")
+    assert minari.load_dataset("privsynth/split-v0").total_episodes == 4
+    (minari_io.dataset_path("split") / "data" / minari_io.SIDECAR_FILE).unlink()
+    back = minari_io.load_dataset("split")
+    for name in ("observations", "actions", "rewards", "next_observations", "terminals", "episode_ids"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(ds, name), err_msg=name)
+    assert back.info == ds.info
+
+
+def test_bad_scheme():
     with pytest.raises(InvalidData):
-        minari_io.write_dataset(unchained, "x", scheme="episodic")
-    with pytest.raises(InvalidData):
-        minari_io.write_dataset(ds, "y", scheme="zip")
+        minari_io.write_dataset(chained(), "y", scheme="zip")
 
 
 def test_pointmaze_round_trip_with_env_and_scores():
@@ -129,6 +144,12 @@ def test_pointmaze_round_trip_with_env_and_scores():
     assert meta["ref_min_score"] == ds.info.ref_min_score and meta["ref_max_score"] == ds.info.ref_max_score
     env = plain.recover_environment(eval_env=True)
     assert env.spec.max_episode_steps == 300 and env.spec.kwargs["reset_target"] is False
+    assert env.spec.kwargs["maze_map"] == ds.info.env_kwargs["maze_map"]
+    assert isinstance(plain.observation_space, gym.spaces.Dict)  # Dict stays Dict, as the environment has it
+    assert plain.observation_space == env.observation_space and plain.action_space == env.action_space
+    ep = plain[0]
+    np.testing.assert_array_equal(ep.observations["achieved_goal"], ep.observations["observation"][:, :2])
+    np.testing.assert_allclose(ep.observations["desired_goal"][:-1], ds.observations[: len(ep.rewards), 4:6])
 
 
 def test_ids_namespace_and_versions():
@@ -267,3 +288,37 @@ def test_foreign_minari_dataset_loads():
     assert ds.obs_dim == 6 and ds.n_episodes == 2 and ds.n_transitions == 13
     assert ds.info.obs_keys == ["observation", "desired_goal"]
     np.testing.assert_array_equal(ds.next_observations[:4], ds.observations[1:5])
+
+
+def test_minari_data_collector_output_loads_as_sensitive_data():
+    """Data recorded with minari.DataCollector (extra `create`: jax) is read with its env spec."""
+    pytest.importorskip("jax")
+    from minari import DataCollector
+
+    env = DataCollector(gym.make("Pendulum-v1", max_episode_steps=50))
+    env.reset(seed=0)
+    for _ in range(100):
+        _, _, term, trunc, _ = env.step(env.action_space.sample())
+        if term or trunc:
+            env.reset()
+    env.create_dataset(dataset_id="mine/pendulum-v0", algorithm_name="random")
+    public, sensitive = minari_io.load_public_and_sensitive([], "mine/pendulum-v0")
+    assert public is None and sensitive.info.sensitive and sensitive.info.env_id == "Pendulum-v1"
+    assert sensitive.n_transitions == 100 and sensitive.n_episodes == 2 and sensitive.obs_dim == 3
+    minari_io.check_env_spaces(sensitive.info, sensitive.obs_dim, sensitive.act_dim)
+
+
+def test_discrete_actions_are_stored_as_indices_of_the_env_space():
+    rng = np.random.default_rng(0)
+    n = 12
+    ds = OfflineDataset(observations=rng.normal(size=(n, 4)), actions=rng.integers(0, 2, (n, 1)),
+                        rewards=np.ones(n), next_observations=rng.normal(size=(n, 4)), terminals=np.zeros(n),
+                        timeouts=np.zeros(n), episode_ids=np.arange(n), info=DatasetInfo(name="cp", env_id="CartPole-v1"))
+    minari_io.write_dataset(ds, "cartpole")
+    plain = minari.load_dataset("privsynth/cartpole-v0")
+    assert isinstance(plain.action_space, gym.spaces.Discrete) and plain.total_episodes == n
+    assert all(plain.action_space.contains(int(ep.actions[0])) for ep in plain.iterate_episodes())
+    back = minari_io.load_dataset("cartpole")
+    np.testing.assert_array_equal(back.actions, ds.actions)
+    with pytest.raises(SpaceMismatch):
+        minari_io.check_env_spaces(ds.info, 4, 2)

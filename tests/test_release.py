@@ -50,6 +50,8 @@ def test_synthesize_writes_a_dataset_that_carries_its_card(tmp_path):
     assert rdp_privacy_accountant.RdpAccountant().compose(ev).get_epsilon(card["delta"]) == pytest.approx(card["epsilon"])
     assert card["public_data"] and card["normalizer"].startswith("public:")
     assert (tmp_path / "work" / "finetuned.pt").exists()
+    dp = card["config"]["dp"]  # the config on the card is the run's, not the preset's defaults
+    assert (dp["epsilon"], dp["delta"], dp["unit"]) == (5.0, 1e-3, "transition")
 
 
 def test_guard_refuses_over_budget_and_writes_nothing(result):

@@ -45,7 +45,10 @@ def test_sharded_draw_is_the_shards_concatenated(checkpoint):
 
 
 def test_sample_cli_with_shards(checkpoint, capsys):
+    from privsynth.data import minari_io
+
+    minari_io.write_dataset(sensitive_data(), "sensitive")  # the release carries its environment spec
     code = main(["sample", "--model", str(checkpoint), "-n", "40", "--shards", "2", "--seed", "1",
-                 "--out-dataset", "synthetic/shards-v0", "--quiet"])
+                 "--out-dataset", "synthetic/shards-v0", "--sensitive", "sensitive", "--quiet"])
     out = capsys.readouterr().out
     assert code == 0 and "2 shards, seeds" in out and str(shard_seeds(1, 2)[0]) in out

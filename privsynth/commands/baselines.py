@@ -103,7 +103,8 @@ def _run(args: argparse.Namespace) -> int:
         name=args.out_dataset,
     )
     spent = release_dataset(
-        ds, synth.ledger, args.out_dataset, epsilon_budget=args.epsilon, delta=args.delta, overwrite=args.overwrite
+        ds, synth.ledger, args.out_dataset, epsilon_budget=args.epsilon, delta=args.delta, overwrite=args.overwrite,
+        environment=sensitive.info,
     )
     if args.save:
         synth.save(args.save)

@@ -35,7 +35,7 @@ def register(subparsers: Any) -> None:
     )
     pm.add_argument("--maze", default="umaze", help="open | umaze | medium | large (default umaze)")
     pm.add_argument("--steps", type=int, default=100_000, help="environment steps to collect (default 100000)")
-    pm.add_argument("--seed", type=int, default=0)
+    pm.add_argument("--seed", type=int, default=0, help="seed of the environment reset, action noise and waypoints")
     pm.add_argument("--dense", action="store_true", help="dense reward exp(-distance) instead of sparse 0/1")
     pm.add_argument("--action-noise", type=float, default=0.5, help="std of Gaussian action noise (default 0.5)")
     pm.add_argument("--ref-episodes", type=int, default=100, help="episodes per reference policy (default 100)")
@@ -52,7 +52,7 @@ def register(subparsers: Any) -> None:
         "--kind", default="medium", help="random | medium | expert | medium-replay | medium-expert (default medium)"
     )
     loco.add_argument("--steps", type=int, default=None, help="transitions (default 100000; medium-replay: as trained)")
-    loco.add_argument("--seed", type=int, default=0)
+    loco.add_argument("--seed", type=int, default=0, help="seed of the environment and the policy's sampling")
     loco.add_argument("--name", default=None, help="dataset id (default privsynth/<env>-<kind>-v0)")
     loco.add_argument("--overwrite", action="store_true", help="replace an existing dataset with this id")
     loco.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -67,16 +67,36 @@ def register(subparsers: Any) -> None:
     show.add_argument("--json", action="store_true", help="print JSON")
     show.set_defaults(func=_show)
 
-    imp = sub.add_parser("import", help="import a D4RL-style .npz (observations, actions, rewards, ...)")
-    imp.add_argument("path", nargs="?", metavar="FILE.npz")
+    imp = sub.add_parser(
+        "import", help="import your data: .csv / .parquet (column layout in docs/datasets.md) or a D4RL-style .npz",
+    )
+    imp.add_argument("path", nargs="?", metavar="FILE", help=".csv, .parquet or .npz file")
     imp.add_argument("--name", default=None, help="dataset id (default: the file name)")
-    imp.add_argument("--env-id", default=None, help="gymnasium id of the environment the data came from")
-    imp.add_argument("--overwrite", action="store_true")
+    imp.add_argument("--env-id", default=None,
+                     help="gymnasium id of the environment the data came from; dims are checked against its spaces")
+    imp.add_argument("--env-kwargs", default=None, help="JSON object of keyword arguments of the environment")
+    imp.add_argument("--obs-keys", default=None,
+                     help="for Dict observation spaces: comma-separated keys the observation columns hold, in order")
+    imp.add_argument("--obs-cols", default=None, help="comma-separated observation columns (default obs_0, obs_1, ...)")
+    imp.add_argument("--act-cols", default=None, help="comma-separated action columns (default act_0, act_1, ...)")
+    imp.add_argument("--next-obs-cols", default=None,
+                     help="comma-separated next-observation columns (default next_obs_0, ...; absent: episode order)")
+    imp.add_argument("--map", action="append", default=[], metavar="ROLE=COLUMN",
+                     help="rename a column role: reward, terminal, truncated or episode_id (repeatable)")
+    imp.add_argument("--ref-min", type=float, default=None, help="reference return of a random policy (public)")
+    imp.add_argument("--ref-max", type=float, default=None, help="reference return of an expert policy (public)")
+    imp.add_argument("--public", action="store_true", help="mark the data public (default: sensitive)")
+    imp.add_argument("--overwrite", action="store_true", help="replace an existing dataset with this id")
     imp.set_defaults(func=_import)
 
-    exp = sub.add_parser("export", help="write a dataset as a D4RL-style .npz (with episode_ids and timeouts)")
-    exp.add_argument("dataset_id", nargs="?", metavar="ID")
-    exp.add_argument("path", nargs="?", metavar="FILE.npz")
+    exp = sub.add_parser("export", help="write a dataset as a D4RL-style .npz or a d3rlpy dataset file")
+    exp.add_argument("dataset_id", nargs="?", metavar="ID", help="local dataset id")
+    exp.add_argument("path", nargs="?", metavar="FILE", help="output file (.npz, or .h5 for d3rlpy)")
+    exp.add_argument("--format", choices=("npz", "d3rlpy"), default="npz",
+                     help="npz: D4RL-style arrays; d3rlpy: an MDPDataset file holding exactly the dataset's "
+                          "transitions (load with d3rlpy.dataset.ReplayBuffer.load(open(FILE, 'rb'), "
+                          "d3rlpy.dataset.InfiniteBuffer()))")
+    exp.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     exp.set_defaults(func=_export)
 
     rm = sub.add_parser("delete", help="delete a local dataset")
@@ -180,6 +200,7 @@ def _show(args: argparse.Namespace) -> int:
         "path": facts["path"],
         "storage_scheme": facts["scheme"],
         **summary,
+        "minari_episodes": facts["episodes"],
         "obs_keys": ds.info.obs_keys,
         "env_kwargs": ds.info.env_kwargs,
         "privacy_card": ds.info.privacy_card,
@@ -191,7 +212,8 @@ def _show(args: argparse.Namespace) -> int:
     print(f"{out['id']}  ({out['path']})")
     print(f"  name:        {summary['name']}")
     print(f"  environment: {summary['env_id'] or '-'}")
-    print(f"  episodes:    {summary['episodes']} (mean length {summary['episode_length_mean']:.1f})")
+    eps = facts["episodes"]
+    print(f"  episodes:    {eps} Minari episodes (mean length {summary['transitions'] / max(eps or 1, 1):.1f})")
     print(f"  transitions: {summary['transitions']}")
     print(f"  dims:        obs {summary['obs_dim']}, action {summary['act_dim']}")
     print(
@@ -202,20 +224,64 @@ def _show(args: argparse.Namespace) -> int:
     print(f"  reference:   random {_fmt_score(lo)}, expert {_fmt_score(hi)}")
     print(f"  sensitive:   {'yes' if summary['sensitive'] else 'no'}")
     card = ds.info.privacy_card
-    print("  privacy card: " + ("none" if card is None else json.dumps(card, sort_keys=True, default=str)))
+    print("  privacy:     " + minari_io.card_summary(card))
+    if card is not None:
+        print(f"               (full card: privsynth privacy card {out['id']})")
     return 0
 
 
 # ----------------------------------------------------------------------------------------- import / export
+def _csv(text: str | None) -> list[str] | None:
+    items = [t.strip() for t in (text or "").split(",") if t.strip()]
+    return items or None
+
+
 def _import(args: argparse.Namespace) -> int:
     from privsynth.data import minari_io
-    from privsynth.data.dataset import DatasetInfo, OfflineDataset
 
     if not args.path:
-        raise PrivsynthError("a .npz file to import is required")
+        raise PrivsynthError("a .csv, .parquet or .npz file to import is required")
     path = Path(args.path)
     if not path.is_file():
         raise PrivsynthError(f"no such file: {path}")
+    name = args.name or path.stem
+    dataset_id = minari_io.resolve_id(name, for_write=True)
+    if minari_io.dataset_exists(dataset_id) and not args.overwrite:  # before reading any data
+        raise PrivsynthError(f"dataset '{dataset_id}' already exists; pass --overwrite to replace it")
+    try:
+        env_kwargs = json.loads(args.env_kwargs) if args.env_kwargs else {}
+    except json.JSONDecodeError as exc:
+        raise InvalidData(f"--env-kwargs is not a JSON object: {exc.msg}") from None
+    if not isinstance(env_kwargs, dict):
+        raise InvalidData("--env-kwargs must be a JSON object")
+    columns = {}
+    for item in args.map:
+        role, sep, col = item.partition("=")
+        if not sep or not role or not col:
+            raise InvalidData(f"--map takes ROLE=COLUMN, got '{item}'")
+        columns[role.strip()] = col.strip()
+    common = dict(name=dataset_id, env_id=args.env_id, env_kwargs=env_kwargs, obs_keys=_csv(args.obs_keys),
+                  ref_min_score=args.ref_min, ref_max_score=args.ref_max, sensitive=not args.public)
+    if path.suffix.lower() == ".npz":
+        ds = _read_npz(path, **common)
+    else:
+        from privsynth.data.tabular import from_pandas, read_table
+
+        ds = from_pandas(read_table(path), columns=columns, observation_columns=_csv(args.obs_cols),
+                         action_columns=_csv(args.act_cols), next_observation_columns=_csv(args.next_obs_cols),
+                         **common)
+    ds.info.extra["imported_from"] = str(path)
+    out = minari_io.write_dataset(ds, dataset_id, overwrite=args.overwrite)
+    kind = "public" if args.public else "sensitive"
+    print(f"imported {ds.n_transitions} transitions in {ds.n_episodes} episodes ({kind}, obs {ds.obs_dim} / act "
+          f"{ds.act_dim} dims, env {ds.info.env_id or '-'}) -> {out}")
+    return 0
+
+
+def _read_npz(path: Path, **common: Any) -> OfflineDataset:
+    from privsynth.data.dataset import DatasetInfo, OfflineDataset
+    from privsynth.data.minari_io import check_env_spaces, env_spaces
+
     try:
         data = dict(np.load(path, allow_pickle=False))
     except (OSError, ValueError) as exc:
@@ -233,7 +299,7 @@ def _import(args: argparse.Namespace) -> int:
     else:  # an episode ends at a terminal or a timeout
         ends = terminals | timeouts
         episode_ids = np.concatenate([[0], np.cumsum(ends[:-1])]) if len(ends) == n else np.zeros(n)
-    name = args.name or path.stem
+    info = DatasetInfo(**common)
     ds = OfflineDataset(
         observations=data["observations"],
         actions=data["actions"],
@@ -242,11 +308,14 @@ def _import(args: argparse.Namespace) -> int:
         terminals=terminals,
         timeouts=timeouts,
         episode_ids=episode_ids,
-        info=DatasetInfo(name=name, env_id=args.env_id, extra={"imported_from": str(path)}),
+        info=info,
     )
-    out = minari_io.write_dataset(ds, name, overwrite=args.overwrite)
-    print(f"imported {ds.n_transitions} transitions in {ds.n_episodes} episodes -> {out}")
-    return 0
+    check_env_spaces(info, ds.obs_dim, ds.act_dim)
+    spaces = env_spaces(info)
+    if spaces is not None:
+        info.action_low = np.asarray(spaces[1].low, dtype=np.float64).reshape(-1).tolist()
+        info.action_high = np.asarray(spaces[1].high, dtype=np.float64).reshape(-1).tolist()
+    return ds
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -254,10 +323,25 @@ def _export(args: argparse.Namespace) -> int:
 
     dataset_id = _need_id(args)
     if not args.path:
-        raise PrivsynthError("an output .npz path is required")
+        raise PrivsynthError("an output file path is required")
+    out = Path(args.path)
+    if out.exists() and not args.overwrite:
+        raise PrivsynthError(f"{out} exists; pass --overwrite to replace it")
     ds = minari_io.load_dataset(dataset_id)
+    full = minari_io.resolve_id(dataset_id)
+    if args.format == "d3rlpy":
+        from privsynth.evaluation.agents.d3rlpy_export import to_d3rlpy
+
+        mdp = to_d3rlpy(ds)
+        tmp = out.with_name(f".{out.name}.tmp")
+        with open(tmp, "w+b") as f:  # h5py writes through a file object it can also read
+            mdp.dump(f)
+        tmp.replace(out)
+        print(f"exported {ds.n_transitions} transitions of {full} as a d3rlpy dataset ({len(mdp.episodes)} "
+              f"episodes) -> {out}")
+        return 0
     np.savez(
-        args.path,
+        out,
         observations=ds.observations,
         actions=ds.actions,
         rewards=ds.rewards,
@@ -266,7 +350,7 @@ def _export(args: argparse.Namespace) -> int:
         timeouts=ds.timeouts,
         episode_ids=ds.episode_ids,
     )
-    print(f"exported {ds.n_transitions} transitions of {minari_io.resolve_id(dataset_id)} -> {args.path}")
+    print(f"exported {ds.n_transitions} transitions of {full} -> {args.path}")
     return 0
 
 

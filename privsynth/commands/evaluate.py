@@ -43,7 +43,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-transitions", type=int, default=5000, metavar="N",
                    help="transitions per dataset stepped through the simulator (default 5000)")
     p.add_argument("--no-tsne", action="store_true", help="skip the t-SNE plot")
-    p.add_argument("--out", type=Path, default=Path("report.json"), help="report path (default report.json)")
+    p.add_argument("--out", type=Path, default=Path("report.json"),
+                   help="report path (.json), or a directory to write report.json into (default report.json)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_evaluate)
 
@@ -57,6 +58,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise InvalidData(f"--seeds must be at least 1, got {args.seeds}")
     if args.updates is not None and args.updates < 1:
         raise InvalidData(f"--updates must be positive, got {args.updates}")
+    if args.out.is_dir() or args.out.suffix == "":
+        args.out = args.out / "report.json"  # a directory: the report goes inside it
     synthetic = load_dataset(args.synthetic)
     real = load_dataset(args.real)
     public = load_dataset(args.public) if args.public else None

@@ -47,8 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     audit.add_argument("--json", action="store_true")
     audit.set_defaults(func=_audit)
 
-    card = sub.add_parser("card", help="print the privacy card of a ledger JSON file (or a directory holding one)")
-    card.add_argument("ledger", help="privacy_ledger.json, or a released directory that contains it")
+    card = sub.add_parser("card", help="print the privacy card of a released dataset, a ledger JSON file or a directory")
+    card.add_argument("ledger", help="a released dataset id (e.g. privsynth/umaze-synthetic-v0), privacy_ledger.json, "
+                                     "or a released directory that contains it")
     card.add_argument("--json", action="store_true", help="print the card as JSON instead of markdown")
     card.set_defaults(func=_card)
 
@@ -115,10 +116,35 @@ def _card(args: argparse.Namespace) -> int:
     from privsynth.privacy.ledger import Ledger
 
     path = Path(args.ledger)
+    if not path.exists():
+        return _dataset_card(args)
     if path.is_dir():
         path = path / LEDGER_FILE
     if not path.is_file():
         raise PrivacyError(f"no ledger at {path}")
     ledger = Ledger.from_json(path.read_text())
     print(json.dumps(ledger.card(), indent=2) if args.json else ledger.render_markdown())
+    return 0
+
+
+def _dataset_card(args: argparse.Namespace) -> int:
+    """The card a released dataset carries in its Minari metadata (``privsynth privacy card DATASET_ID``)."""
+    from privsynth.data import minari_io
+    from privsynth.errors import DatasetNotFound, InvalidData
+    from privsynth.privacy.ledger import Ledger
+
+    try:
+        full = minari_io.resolve_id(args.ledger)
+    except (DatasetNotFound, InvalidData):
+        raise PrivacyError(f"'{args.ledger}' is neither a local dataset id nor a ledger file or directory") from None
+    card = minari_io.read_card(full)
+    if card is None:
+        raise PrivacyError(f"dataset '{full}' carries no privacy card (it is not a DP release)")
+    if args.json:
+        print(json.dumps(card, indent=2, default=str))
+        return 0
+    print(f"# {full}\n")
+    print(minari_io.card_summary(card) + "\n")
+    if isinstance(card.get("ledger"), dict):
+        print(Ledger.from_dict(card["ledger"]).render_markdown())
     return 0

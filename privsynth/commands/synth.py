@@ -59,29 +59,48 @@ def _load_all(ids: list[str]):
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", choices=CONFIGS, default="cpu", help="preset: cpu (default), demo (fast) or paper")
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--config", choices=CONFIGS, default="cpu", help="preset: cpu, demo (fast) or paper")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the non-private randomness (None: the preset's seed; never the DP noise)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
 def _add_dp(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epsilon", type=float, required=True, help="target epsilon of the DP fine-tuning")
-    p.add_argument("--delta", type=float, default=1e-5)
+    p.add_argument("--delta", type=float, default=1e-5, help="target delta (must be below 1/N)")
     p.add_argument("--unit", choices=("transition", "trajectory"), default="transition", help="privacy unit")
-    p.add_argument("--accountant", choices=("rdp", "prv", "pld"), default=None)
-    p.add_argument("--finetune-epochs", type=float, default=None)
+    p.add_argument("--accountant", choices=("rdp", "prv", "pld"), default=None,
+                   help="privacy accountant (None: the preset's)")
+    p.add_argument("--finetune-epochs", type=float, default=None, help="DP fine-tuning epochs (None: the preset's)")
     p.add_argument("--noise-multiplicity", type=int, default=None, help="noise draws per record (DPDM)")
     p.add_argument("--finetune-curiosity", action="store_true", help="FineCur ablation")
+
+
+def _refuse_existing(out: str, overwrite: bool) -> None:
+    if Path(out).exists() and not overwrite:
+        raise InvalidData(f"{out} exists; pass --overwrite to replace it")
+
+
+def _pretrained_help() -> str:
+    from privsynth.synth.pretrained import list_pretrained
+
+    return ", ".join(list_pretrained()) or "none installed"
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
     from privsynth.synth import TransitionSynthesizer
 
+    from privsynth.release import check_resume_files
+
+    _refuse_existing(args.out, args.overwrite)
+    ckpt = Path(args.out).with_suffix(".checkpoint.pt")
+    check_resume_files([ckpt], overwrite=args.overwrite)
     pubs = _load_all(_ids(args.public))
     if not pubs:
         raise InvalidData("--public needs at least one dataset id")
     synth = TransitionSynthesizer(_config(args))
-    ckpt = Path(args.out).with_suffix(".checkpoint.pt")
+    if ckpt.exists():
+        print(f"resuming pre-training from {ckpt}")
     synth.pretrain(pubs, progress=not args.quiet, checkpoint=ckpt)
     synth.save(args.out, ema_only=args.ema_only)
     h = synth.history[-1]
@@ -97,16 +116,21 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     from privsynth.synth import TransitionSynthesizer
     from privsynth.synth.pretrained import resolve_pretrained
 
+    from privsynth.release import check_model_fits, load_synthesizer, record_dp_request
+
+    _refuse_existing(args.out, args.overwrite)
     group = dist_dp.init_from_env()  # under torchrun: join the job; every rank loads the same model and data
     try:
-        synth = TransitionSynthesizer.load(resolve_pretrained(args.model))
+        synth = load_synthesizer(resolve_pretrained(args.model))
         cfg = _config(args)
         cfg.denoiser, cfg.edm = synth.config.denoiser, synth.config.edm
         synth.config = cfg
         sens = as_dataset(args.sensitive).mark_sensitive(True)
+        check_model_fits(synth, sens)
         if group is not None:  # the diffusion loss' own noise differs per rank (the DP noise is shared, in dp_train)
             torch.manual_seed(cfg.seed * 1000 + group.rank)
         main = group is None or group.rank == 0
+        record_dp_request(synth.config, args.epsilon, args.delta, args.unit)
         synth.finetune(sens, args.epsilon, args.delta, args.unit, progress=main and not args.quiet)
         if main:
             synth.save(args.out)
@@ -123,10 +147,23 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from privsynth.synth import TransitionSynthesizer
     from privsynth.synth.pretrained import resolve_pretrained
 
+    from privsynth.data import minari_io
+    from privsynth.release import check_release_request, load_synthesizer, prepare_release
+
+    check_release_request(args.out_dataset, overwrite=args.overwrite, n=args.n)
     model = resolve_pretrained(args.model)
-    synth = TransitionSynthesizer.load(model)
+    synth = load_synthesizer(model)
     if synth.ledger is None:
         raise InvalidData("this model was never DP fine-tuned: there is nothing releasable to sample")
+    sens_id = args.sensitive or next(
+        (h.get("dataset") for h in reversed(synth.history) if h.get("private") and h.get("dataset")), None
+    )
+    if not sens_id or not minari_io.dataset_exists(sens_id):
+        raise InvalidData(
+            f"cannot find the sensitive dataset '{sens_id}' the model was fine-tuned on; pass --sensitive ID so the "
+            "release carries its environment spec"
+        )
+    environment = minari_io.read_info(sens_id)  # metadata only: environment facts, no rows
     if args.shards > 1:
         from privsynth.evaluation.executors import make_executor
         from privsynth.synth.sharded import sample_sharded
@@ -137,6 +174,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     else:
         ds = synth.sample(args.n, seed=args.seed, method=args.sampler, steps=args.steps, progress=not args.quiet,
                           name=args.out_dataset)
+    ds = prepare_release(ds, environment)
     budget = args.budget
     if budget is None:
         targets = [h.get("target_epsilon") for h in synth.history if h.get("private")]
@@ -185,54 +223,66 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("pretrain", help="pre-train a transition synthesizer on public datasets (no DP)")
     p.add_argument("--public", required=True, help="comma-separated public dataset ids")
-    p.add_argument("--out", required=True, help="checkpoint file to write")
-    p.add_argument("--pretrain-epochs", type=float, default=None)
+    p.add_argument("--out", required=True, help="checkpoint file to write (refused if it exists, unless --overwrite)")
+    p.add_argument("--pretrain-epochs", type=float, default=None, help="pre-training epochs (None: the preset's)")
     p.add_argument("--no-curiosity", action="store_true", help="PDP-Diffusion ablation (no curiosity)")
-    p.add_argument("--curiosity-rate", type=float, default=None)
+    p.add_argument("--curiosity-rate", type=float, default=None, help="curiosity mixing rate (None: the preset's)")
     p.add_argument("--checkpoint-every", type=int, default=None, help="steps between resumable checkpoints")
     p.add_argument("--ema-only", action="store_true", help="store only the EMA weights (half the size)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace --out, and discard an unreadable resume checkpoint")
     _add_common(p)
     p.set_defaults(func=cmd_pretrain)
 
     p = subparsers.add_parser("finetune", help="DP fine-tune a synthesizer on a sensitive dataset")
-    p.add_argument("--model", required=True, help="checkpoint path or pre-trained name (e.g. pointmaze-umaze)")
+    p.add_argument("--model", required=True,
+                   help=f"checkpoint path or shipped pre-trained name (installed: {_pretrained_help()})")
     p.add_argument("--sensitive", required=True, help="sensitive dataset id")
-    p.add_argument("--out", required=True, help="checkpoint file to write (carries the ledger)")
+    p.add_argument("--out", required=True,
+                   help="checkpoint file to write, carrying the ledger (refused if it exists, unless --overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace --out")
     _add_dp(p)
     _add_common(p)
     p.set_defaults(func=cmd_finetune)
 
     p = subparsers.add_parser("sample", help="sample a DP fine-tuned synthesizer and release a Minari dataset")
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", required=True, help="DP fine-tuned checkpoint (carries the ledger)")
+    p.add_argument("--sensitive", default=None,
+                   help="sensitive dataset id whose environment spec the release carries (None: the dataset the "
+                        "model was fine-tuned on; only its metadata is read)")
     p.add_argument("-n", type=int, default=100_000, help="transitions to sample")
     p.add_argument("--out-dataset", required=True, help="Minari dataset id to write")
-    p.add_argument("--sampler", choices=("dpm", "heun"), default=None)
-    p.add_argument("--steps", type=int, default=None)
-    p.add_argument("--budget", type=float, default=None, help="epsilon budget for the release guard (default: target)")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--sampler", choices=("dpm", "heun"), default=None, help="ODE solver (None: the model's)")
+    p.add_argument("--steps", type=int, default=None, help="solver steps (None: the model's)")
+    p.add_argument("--budget", type=float, default=None,
+                   help="epsilon budget for the release guard (None: the fine-tuning target)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing dataset with this id")
     p.add_argument("--seed", type=int, default=None, help="base seed (with --shards, each shard's seed derives from it)")
     p.add_argument("--shards", type=int, default=1, help="split the draw into this many independent shards")
     p.add_argument("--workers", type=int, default=1, help="local processes for the shards (--executor local)")
     p.add_argument("--executor", choices=("local", "ray"), default="local", help="where the shards run")
-    p.add_argument("--address", default=None, help="Ray cluster to join (default: a local Ray instance)")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--address", default=None, help="Ray cluster to join (None: a local Ray instance)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_sample)
 
     p = subparsers.add_parser("synthesize", help="pretrain -> DP finetune -> sample -> release, in one command")
-    p.add_argument("--public", default=None, help="comma-separated public dataset ids")
-    p.add_argument("--sensitive", required=True)
-    p.add_argument("-n", type=int, default=100_000)
-    p.add_argument("--out-dataset", required=True)
-    p.add_argument("--pretrained", default=None, help="shipped pre-trained model name or checkpoint (skips pre-training)")
+    p.add_argument("--public", default=None, help="comma-separated public dataset ids (not the sensitive one)")
+    p.add_argument("--sensitive", required=True, help="sensitive dataset id (its environment spec goes on the release)")
+    p.add_argument("-n", type=int, default=100_000, help="synthetic transitions to release")
+    p.add_argument("--out-dataset", required=True, help="Minari dataset id to write")
+    p.add_argument("--pretrained", default=None,
+                   help=f"shipped pre-trained name or checkpoint path; skips pre-training (installed: "
+                        f"{_pretrained_help()})")
     p.add_argument("--no-pretrain", action="store_true", help="DPDM ablation: no pre-training")
     p.add_argument("--no-curiosity", action="store_true", help="PDP-Diffusion ablation")
-    p.add_argument("--pretrain-epochs", type=float, default=None)
-    p.add_argument("--sampler", choices=("dpm", "heun"), default=None)
-    p.add_argument("--steps", type=int, default=None)
-    p.add_argument("--workdir", default=None, help="stage checkpoints; rerunning resumes")
-    p.add_argument("--checkpoint-every", type=int, default=None)
+    p.add_argument("--pretrain-epochs", type=float, default=None, help="pre-training epochs (None: the preset's)")
+    p.add_argument("--sampler", choices=("dpm", "heun"), default=None, help="ODE solver (None: the preset's)")
+    p.add_argument("--steps", type=int, default=None, help="solver steps (None: the preset's)")
+    p.add_argument("--workdir", default=None, help="stage checkpoints here; rerunning resumes (and says so)")
+    p.add_argument("--checkpoint-every", type=int, default=None, help="pre-training steps between resumable checkpoints")
     p.add_argument("--save-model", default=None, help="also save the fine-tuned synthesizer here")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing dataset with this id, and discard unreadable resume files")
     _add_dp(p)
     _add_common(p)
     p.set_defaults(func=cmd_synthesize)

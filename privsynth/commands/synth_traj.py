@@ -46,10 +46,12 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from privsynth.data.minari_io import load_dataset
-    from privsynth.release import release_dataset
+    from privsynth.release import check_release_request, release_dataset
     from privsynth.synth.trajectory import TrajectorySynthesizer
     from privsynth.synth.trajectory.config import PRESETS
 
+    check_release_request(args.out, overwrite=args.overwrite, n=args.n, sensitive_id=args.sensitive,
+                          public_ids=[i.strip() for i in (args.public or "").split(",") if i.strip()])
     if args.from_checkpoint:
         synth = TrajectorySynthesizer.load(args.from_checkpoint)
         cfg = synth.config
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         synth.save(Path(args.save))
     ds = synth.sample(args.n or sensitive.n_episodes, seed=args.seed, progress=not args.quiet, name=args.out)
     spent = release_dataset(ds, synth.ledger, args.out, epsilon_budget=args.epsilon, delta=args.delta,
-                            overwrite=args.overwrite)
+                            overwrite=args.overwrite, environment=sensitive.info)
     st = synth.last_sample_stats
     print(json.dumps({
         "released": args.out, "model": synth.name, "epsilon": round(spent, 4), "delta": args.delta,

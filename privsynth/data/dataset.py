@@ -170,6 +170,17 @@ class OfflineDataset:
                 f"obs/action dims {self.obs_dim}/{self.act_dim} vs {other.obs_dim}/{other.act_dim}"
             )
 
+    def shared_transitions(self, other: "OfflineDataset") -> int:
+        """How many of this dataset's transitions (exact rows s, a, r, s', terminal) also occur in ``other``."""
+        if self.transition_dim != other.transition_dim:
+            return 0
+
+        def keys(ds: "OfflineDataset") -> np.ndarray:
+            m = np.ascontiguousarray(ds.transition_matrix())
+            return m.view(np.dtype((np.void, m.dtype.itemsize * m.shape[1]))).ravel()
+
+        return int(np.isin(keys(self), keys(other)).sum())
+
     # -------------------------------------------------------------- properties
     @property
     def n_transitions(self) -> int:
@@ -266,6 +277,16 @@ class OfflineDataset:
             episode_ids=episode_ids,
             info=info or DatasetInfo(),
         )
+
+    @classmethod
+    def from_pandas(cls, df: Any, **kwargs: Any) -> "OfflineDataset":
+        """A dataset from a pandas DataFrame; column layout and options in :func:`privsynth.data.tabular.from_pandas`.
+
+        Marked sensitive unless ``sensitive=False``; ``env_id=...`` checks the widths against the environment.
+        """
+        from privsynth.data.tabular import from_pandas
+
+        return from_pandas(df, **kwargs)
 
     def episodes(self) -> Iterator[Episode]:
         """Iterate over episodes in order (views, no copies)."""

@@ -19,11 +19,67 @@ import numpy as np
 from privsynth.data.dataset import DatasetInfo
 from privsynth.errors import PrivsynthError
 
-__all__ = ["FlattenDictObs", "make_env", "flatten_obs", "register_robotics_envs", "POINTMAZE_OBS_KEYS"]
+__all__ = [
+    "FlattenDictObs",
+    "make_env",
+    "flatten_obs",
+    "register_robotics_envs",
+    "derived_obs_keys",
+    "never_terminates",
+    "observation_bounds",
+    "POINTMAZE_OBS_KEYS",
+]
 
 POINTMAZE_OBS_KEYS: tuple[str, ...] = ("observation", "desired_goal")
 
+# Dict-observation keys an environment computes from other keys, so flat data need not store them:
+# env id prefix -> {key: (source key, first column, end column)}. PointMaze's achieved_goal is the ball's (x, y),
+# the first two entries of its observation (gymnasium-robotics point_maze.py).
+DERIVED_OBS_KEYS: dict[str, dict[str, tuple[str, int, int]]] = {
+    "PointMaze_": {"achieved_goal": ("observation", 0, 2)},
+}
+
+# Environments whose episodes never terminate (only time limits end them): env id prefix -> the kwarg that, when
+# set to False, makes them terminate (None: never). Public facts of the environments' code.
+NEVER_TERMINATE: dict[str, str | None] = {
+    "Pendulum-": None,
+    "HalfCheetah-": None,
+    "Swimmer-": None,
+    "Reacher-": None,
+    "Pusher-": None,
+    "PointMaze_": "continuing_task",  # gymnasium-robotics: terminates at the goal only with continuing_task=False
+}
+
 _registered = False
+
+
+def never_terminates(env_id: str | None, env_kwargs: dict[str, Any] | None = None) -> bool:
+    """True when ``env_id`` (with ``env_kwargs``) can never return ``terminated=True`` (see :data:`NEVER_TERMINATE`)."""
+    if not env_id:
+        return False
+    for prefix, flag in NEVER_TERMINATE.items():
+        if env_id.startswith(prefix):
+            return flag is None or bool((env_kwargs or {}).get(flag, True))
+    return False
+
+
+def observation_bounds(space: gym.Space, keys: Sequence[str] | None) -> tuple[np.ndarray, np.ndarray]:
+    """Flat float32 (low, high) of an observation space, Dict keys concatenated in ``keys`` order."""
+    if isinstance(space, gym.spaces.Dict):
+        parts = [space.spaces[k] for k in (keys or sorted(space.spaces))]
+    else:
+        parts = [space]
+    low = np.concatenate([np.asarray(p.low, dtype=np.float32).reshape(-1) for p in parts])
+    high = np.concatenate([np.asarray(p.high, dtype=np.float32).reshape(-1) for p in parts])
+    return low, high
+
+
+def derived_obs_keys(env_id: str) -> dict[str, tuple[str, int, int]]:
+    """Keys that ``env_id``'s Dict observations derive from other keys (see :data:`DERIVED_OBS_KEYS`)."""
+    for prefix, keys in DERIVED_OBS_KEYS.items():
+        if env_id.startswith(prefix):
+            return keys
+    return {}
 
 
 def register_robotics_envs() -> None:
