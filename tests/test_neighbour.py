@@ -61,6 +61,11 @@ def _synth_view(synth, tmp: Path, n: int = 64) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ the paths
+# The Minari description summarises the card in words (ε, σ, q, steps: functions of N); the card's fields themselves
+# are compared one by one.
+_DESCRIPTION = ("release.description",)
+
+
 def _privorl_n(unit: str):
     def run(sens: OfflineDataset, tmp: Path) -> dict:
         from privsynth.release import synthesize
@@ -107,8 +112,10 @@ _DP_OUTPUTS = {"pgm": _GRID, "privsyn": _GRID}
 def _paths() -> list[ReleasingPath]:
     paths = [
         # the release to the Minari store, at both units (at unit = transition the row count is N, a public fact)
-        ReleasingPath("release privorl-n transition", _privorl_n("transition"), _sens_transitions, _SAMPLE + ("*.rows",)),
-        ReleasingPath("release privorl-n trajectory", _privorl_n("trajectory"), _sens_transitions, _SAMPLE, slow=True),
+        ReleasingPath("release privorl-n transition", _privorl_n("transition"), _sens_transitions,
+                      _SAMPLE + _DESCRIPTION + ("*.rows",)),
+        ReleasingPath("release privorl-n trajectory", _privorl_n("trajectory"), _sens_transitions,
+                      _SAMPLE + _DESCRIPTION, slow=True),
     ]
     for name in registry.names():  # every registered synthesizer, by construction
         if registry.entry(name).extra == "pgm" and importlib.util.find_spec("mbi") is None:

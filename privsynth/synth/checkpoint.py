@@ -36,13 +36,16 @@ def load_weights_only(path: str | Path) -> Any:
     try:
         return torch.load(path, weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        text = str(e)
+        if "GLOBAL" not in text and "global" not in text:  # garbage, not a refused object: a damaged file
+            raise InvalidData(f"{path} is corrupted or truncated: not a readable checkpoint") from None
+        first = next((ln.strip() for ln in text.splitlines() if "GLOBAL" in ln or "global" in ln), type(e).__name__)
         raise UnsafeCheckpoint(
             f"refusing to load {path}: it holds objects other than tensors and plain data, which could run code "
             f"when unpickled ({first[:160]})"
         ) from None
-    except (RuntimeError, EOFError, OSError) as e:
-        raise InvalidData(f"{path} is not a readable checkpoint ({type(e).__name__})") from None
+    except (RuntimeError, EOFError, OSError, ValueError) as e:
+        raise InvalidData(f"{path} is corrupted or truncated: not a readable checkpoint ({type(e).__name__})") from None
 
 
 def read_checkpoint(path: str | Path, fmt: str, what: str) -> dict[str, Any]:

@@ -191,7 +191,7 @@ def load(path: str | Path) -> Synthesizer:
     """Load any registered synthesizer's checkpoint; the format tag inside the file decides which class reads it.
 
     Files are read as data (JSON, or torch tensors and plain types with ``weights_only=True``), never unpickled."""
-    import torch
+    from privsynth.synth.checkpoint import load_weights_only
 
     path = Path(path)
     if not path.exists():
@@ -208,10 +208,7 @@ def load(path: str | Path) -> Synthesizer:
 
         synth = BASELINES[tag][0].load(path)
     else:
-        try:
-            state = torch.load(path, weights_only=True, map_location="cpu")
-        except Exception as exc:
-            raise InvalidData(f"{path} is not a privsynth checkpoint that loads as data: {str(exc).splitlines()[0]}") from None
+        state = load_weights_only(path)  # refuses pickled objects and names damaged files, in one line
         fmt = state.get("format") if isinstance(state, dict) else None
         synth = _load_torch(path, fmt, state)
     synth.registry_name = name_of(synth)  # type: ignore[attr-defined]
