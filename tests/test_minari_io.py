@@ -268,6 +268,9 @@ def test_load_public_and_sensitive():
     minari_io.write_dataset(chained(seed=3).mark_sensitive(), "flagged")
     with pytest.raises(InvalidData, match="sensitive"):
         minari_io.load_public_and_sensitive(["flagged"], "sens")
+    minari_io.write_dataset(chained(seed=2), "copy-of-sens")  # same content under another id
+    with pytest.raises(InvalidData, match="shares 125 transitions"):
+        minari_io.load_public_and_sensitive(["pub1", "copy-of-sens"], "sens")
 
 
 def test_foreign_minari_dataset_loads():

@@ -808,7 +808,7 @@ def load_public_and_sensitive(
     """Load public data (concatenated; None if no ids) and the sensitive dataset, marked ``sensitive=True``.
 
     Raises :class:`SpaceMismatch` when their observation/action widths differ, :class:`DatasetNotFound` for
-    unknown ids, and :class:`InvalidData` when a public id is also the sensitive one.
+    unknown ids, and :class:`InvalidData` when a public id is also the sensitive one or shares any transition with it.
     """
     if isinstance(public_ids, str):
         public_ids = [public_ids]
@@ -823,6 +823,12 @@ def load_public_and_sensitive(
         if pub.info.sensitive:
             raise InvalidData(f"dataset '{resolve_id(pid)}' is marked sensitive and cannot be used as public data")
         pub.check_compatible(sensitive)
+        shared = pub.shared_transitions(sensitive)
+        if shared:
+            raise InvalidData(
+                f"public dataset '{resolve_id(pid)}' shares {shared} transitions with the sensitive dataset "
+                f"'{sensitive_full}'; public data must not contain sensitive records"
+            )
         publics.append(pub)
     if not publics:
         return None, sensitive
