@@ -50,9 +50,11 @@ def register(subparsers) -> None:
     c.add_argument("--delta", type=float, default=1e-5)
     c.add_argument("--noise", choices=["on", "off", "both"], default="both",
                    help="off = the no-privacy ablation of the same config (noise and clipping disabled)")
-    c.add_argument("--canary-length", type=int, default=1, help="transitions per canary (trajectory canaries: > 1)")
+    c.add_argument("--canary-length", type=int, default=None,
+                   help="transitions per canary (default: 16 with --unit trajectory, 1 with --unit transition)")
     c.add_argument("--samples", type=int, default=20_000, help="synthetic transitions released per run")
-    c.add_argument("--finetune-epochs", type=float, default=None)
+    c.add_argument("--finetune-epochs", type=float, default=50.0, help="fine-tuning epochs of the audited runs")
+    c.add_argument("--finetune-batch-size", type=int, default=256, help="transitions per step (unit transition, noise off)")
     c.add_argument("--guesses", type=int, default=None, help="guesses on each side (default m/10); fixed in advance")
     c.add_argument("--config", choices=["demo", "cpu"], default="demo", help="synthesizer preset")
     p.set_defaults(func=run)
@@ -187,8 +189,9 @@ def _run_canary(args: argparse.Namespace) -> int:
     if not args.public and not args.pretrained:
         raise InvalidData("--canaries needs --public datasets or a --pretrained synthesizer")
     cfg = CanaryAuditConfig(
-        canaries=args.canaries, unit=args.unit, canary_length=args.canary_length, epsilon=args.epsilon,
-        delta=args.delta, samples=args.samples, finetune_epochs=args.finetune_epochs, guesses=args.guesses,
+        canaries=args.canaries, unit=args.unit, epsilon=args.epsilon, delta=args.delta, samples=args.samples,
+        canary_length=args.canary_length or (16 if args.unit == "trajectory" else 1),
+        finetune_epochs=args.finetune_epochs, finetune_batch_size=args.finetune_batch_size, guesses=args.guesses,
         preset=args.config, seed=args.seed,
         noise=("on", "off") if args.noise == "both" else (args.noise,),
     )

@@ -25,6 +25,7 @@ privacy noise is untouched (it comes from the DP engine).
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import tempfile
 import time
@@ -46,14 +47,15 @@ class CanaryAuditConfig:
     """One canary audit: the canaries, the claim, the pipeline's scale. Defaults: the demo scale, minutes on CPU."""
 
     canaries: int = 500  # m; each is included with probability 1/2
-    unit: str = "transition"  # privacy unit of the release (and of a canary)
-    canary_length: int = 1  # transitions per canary (> 1 = whole-trajectory canaries)
+    unit: str = "trajectory"  # privacy unit of the release (and of a canary): one user = one trajectory
+    canary_length: int = 16  # transitions per canary (1 with unit "transition")
     radius: float = 3.0  # canary offset from the public mean: root-mean-square per column, in public std units
     jitter: float = 0.05  # per-row spread of a trajectory canary around its point (public std units)
     epsilon: float = 1.0  # the claim audited
     delta: float = 1e-5
     samples: int = 20_000  # synthetic transitions released per run
-    finetune_epochs: float | None = None  # None = the preset's
+    finetune_epochs: float | None = 50.0  # None = the preset's
+    finetune_batch_size: int | None = 256  # transitions per step (unit transition, and the noise-off ablation)
     guesses: int | None = None  # k on each side; None = m // 10
     confidence: float = 0.95
     preset: str = "demo"  # synthesizer preset (privsynth.synth.config)
@@ -136,13 +138,15 @@ def run_canary_audit(
     pretrained: str | Path | None = None,
     reference_model: str | Path | None = None,
     workdir: str | Path | None = None,
+    config: Any | None = None,
     progress: bool = False,
     log=print,
 ) -> dict[str, Any]:
     """Insert canaries, run :func:`privsynth.release.synthesize` once per noise setting, and bound ε from the guesses.
 
     The public model is pre-trained once (or ``pretrained`` is loaded) and every run fine-tunes a fresh copy of it,
-    so noise on and noise off differ only in the DP fine-tuning. Returns a JSON-ready dict with one entry per run.
+    so noise on and noise off differ only in the DP fine-tuning. ``config`` (a ``TransitionSynthConfig``) replaces
+    the preset. Returns a JSON-ready dict with one entry per run.
     """
     from privsynth.evaluation.mia.adapters import as_adapter
     from privsynth.evaluation.mia.attacks import LossAttack, ReferenceAttack
@@ -169,10 +173,12 @@ def run_canary_audit(
     data = insert_canaries(sensitive.mark_sensitive(True), canaries, included)
     wd = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="privsynth-canary-"))
     wd.mkdir(parents=True, exist_ok=True)
-    base = (demo_config if cfg.preset == "demo" else cpu_config)()
+    base = copy.deepcopy(config) if config is not None else (demo_config if cfg.preset == "demo" else cpu_config)()
     base.seed = cfg.seed
     if cfg.finetune_epochs is not None:
         base.finetune.epochs = float(cfg.finetune_epochs)
+    if cfg.finetune_batch_size is not None:
+        base.finetune.batch_size = int(cfg.finetune_batch_size)
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     if pretrained is not None:
