@@ -87,6 +87,7 @@ def test_pipeline_canary_audit_runs_and_noise_on_stays_below_claim(public, tmp_p
     json.dumps(res)
     on, off = res["runs"]
     assert (on["noise"], off["noise"]) == ("on", "off") and res["guesses_per_side"] == 5
+    assert 0 < res["max_bound"] < 2.0  # 10 guesses cannot certify much
     for src, a in on["audits"].items():
         assert a["epsilon_lower_bound"] <= a["claimed_epsilon"] and a["consistent"]
         assert a["claimed_epsilon"] == pytest.approx(on["card"]["epsilon"]) and a["claimed_epsilon"] <= 1.0
@@ -107,6 +108,7 @@ def test_canary_cli_reports_and_exits_1_when_the_claim_is_refuted(tmp_path, monk
         audit = {"epsilon_lower_bound": lb, "claimed_epsilon": 1.0, "delta": 1e-5, "canaries": 50, "guesses": 10,
                  "correct": 9, "confidence": 0.95, "consistent": lb <= 1.0}
         return {"canaries": 50, "included": 25, "guesses_per_side": 5, "confidence": 0.95, "description": "toy",
+                "max_bound": 2.5,
                 "runs": [{"label": "noise on", "noise": "on", "card": {"epsilon": 1.0}, "audits": {"release": audit}}]}
 
     monkeypatch.setattr(canary, "run_canary_audit", fake)

@@ -74,3 +74,24 @@ def test_untrained_on_members_is_chance(sets):
     synth = TrajectorySynthesizer(tiny_config()).pretrain(other, progress=False)
     res = run_audit(synth, members, non_members, [LossAttack(sigma=0.1, repeats=4)], unit="trajectory")["attacks"]
     assert abs(res["loss"]["auc"] - 0.5) < 0.3  # 8 vs 8 trajectories: wide null band
+
+
+def test_audit_cli_loads_a_trajectory_checkpoint(sets, tmp_path):
+    import json
+
+    from privsynth.cli import main
+    from privsynth.evaluation.runner import save_dataset
+
+    members, non_members = sets
+    synth = TrajectorySynthesizer(tiny_config("dp-transformer")).pretrain(members, progress=False)
+    path = synth.save(tmp_path / "traj.pt")
+    save_dataset(members, tmp_path / "m.npz")
+    save_dataset(non_members, tmp_path / "n.npz")
+    out = tmp_path / "a.json"
+    assert main(["audit", "--checkpoint", str(path), "--members", str(tmp_path / "m.npz"), "--non-members",
+                 str(tmp_path / "n.npz"), "--unit", "trajectory", "--attacks", "loss", "--repeats", "1",
+                 "--bootstrap", "10", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())["white_box"]
+    assert res["unit"] == "trajectory" and res["attacks"]["loss"]["n_members"] == 8
+    assert main(["audit", "--checkpoint", str(path), "--members", str(tmp_path / "m.npz"), "--non-members",
+                 str(tmp_path / "n.npz"), "--attacks", "loss", "--out", str(out)]) == 2  # transition unit refused

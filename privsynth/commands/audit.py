@@ -211,5 +211,6 @@ def _run_canary(args: argparse.Namespace) -> int:
                   f"{a['epsilon_lower_bound']:16.3f} {a['claimed_epsilon']:12.3f}")
             if run_["noise"] == "on" and not a["consistent"]:
                 code = 1  # the audit proved the release's claim wrong
+    print(f"(the largest bound this design can show, every guess right: {canary['max_bound']:.3f})")
     print("wrote " + ", ".join(str(p) for p in written.values()))
     return code

@@ -150,7 +150,7 @@ def run_canary_audit(
     """
     from privsynth.evaluation.mia.adapters import as_adapter
     from privsynth.evaluation.mia.attacks import LossAttack, ReferenceAttack
-    from privsynth.privacy.audit import audit_scores
+    from privsynth.privacy.audit import audit_scores, epsilon_lower_bound
     from privsynth.release import synthesize
     from privsynth.synth import TransitionSynthesizer
     from privsynth.synth.config import cpu_config, demo_config
@@ -228,6 +228,8 @@ def run_canary_audit(
         "included": int(included.sum()),
         "guesses_per_side": k,
         "confidence": cfg.confidence,
+        # the largest bound this design can show: every guess right (one-run audits are capped near log(2k / 3))
+        "max_bound": epsilon_lower_bound(cfg.canaries, 2 * k, 2 * k, cfg.delta, cfg.confidence),
         "config": {**dataclasses.asdict(cfg), "noise": list(cfg.noise)},
         "description": f"{cfg.canaries} {cfg.unit} canaries of {cfg.canary_length} transition(s) at {cfg.radius:g} "
                        f"public std from the public mean in random directions, each inserted with probability 1/2 "

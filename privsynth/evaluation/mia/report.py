@@ -98,6 +98,14 @@ def render_markdown(report: dict[str, Any]) -> str:
                              f"{_fmt(a['epsilon_lower_bound'], 2)} | {_fmt(a['claimed_epsilon'], 2)} | "
                              f"{'yes' if a['consistent'] else '**no**'} |")
         lines += ["", f"Canaries: {canary.get('description', '')} Confidence {canary.get('confidence', 0.95)}."]
+        if canary.get("max_bound") is not None:
+            lines += ["", f"With every guess right this design would show ε ≥ {canary['max_bound']:.2f}: claims above that "
+                      "cannot be refuted by it (one-run audits need many canaries to certify large ε)."]
+        for run in canary["runs"]:
+            if run.get("claimed_epsilon_source") and run.get("noise") == "off":
+                lines += ["", f"'{run['label']}' is the no-privacy ablation of the same configuration (no clipping, no "
+                          f"noise); its claimed ε is {run['claimed_epsilon_source']}. An audit that refutes it shows "
+                          "the canaries and scores are strong enough to see a leak when there is one."]
         lines.append("")
     lines += ["## Caveats", ""] + [f"- {c}" for c in CAVEATS]
     if report.get("command"):
