@@ -205,3 +205,50 @@ def test_audit_cli_release(tmp_path, capsys):
     assert main(["audit", "--members", "toy/members-v0", "--non-members", "toy/non-v0", "--out", str(out)]) == 2
     assert main(["audit", "--release", "toy/release-v0", "--members", "toy/members-v0", "--non-members", "toy/non-v0",
                  "--out", str(out), "--data-attacks", "domias"]) == 2
+
+
+@pytest.mark.slow
+def test_bench_mia_cell_runs_data_only_attacks_on_the_upstream_release(tmp_path):
+    """The suite path (evaluation/suites/audit_release.yaml): synthesize writes a release, mia attacks its rows."""
+    import textwrap
+
+    from privsynth.evaluation.runner import collect_records, load_suite, run_suite
+
+    path = tmp_path / "a.yaml"
+    path.write_text(textwrap.dedent("""
+        name: a
+        workers: 1
+        datasets:
+          pub: {source: random, episodes: 8, length: 10, seed: 1}
+          base: {source: random, episodes: 12, length: 10, seed: 2}
+          members: {split_of: base, fraction: 0.25, part: first, sensitive: true}
+          rest: {split_of: base, fraction: 0.25, part: second, sensitive: true}
+          ref: {split_of: rest, fraction: 0.5, part: first, sensitive: true}
+          hold: {split_of: rest, fraction: 0.5, part: second, sensitive: true}
+        defaults:
+          synthesizer: privorl_n
+          data: {public: [pub]}
+          config: {preset: cpu, denoiser: {width: 32, depth: 1}, pretrain: {epochs: 1, batch_size: 32},
+                   pretrain_curiosity: false, sampler: {steps: 4}}
+        stages:
+          - {name: pretrain, kind: pretrain, grid: {seed: [0]}}
+          - name: synthesize
+            kind: synthesize
+            needs: {stage: pretrain, match: [seed]}
+            grid: {seed: [0], epsilon: [null]}
+            params: {num_samples: 300, data: {sensitive: members}, config: {finetune: {epochs: 2, batch_size: 32}}}
+          - name: audit
+            kind: mia
+            needs: {stage: synthesize, match: [seed, epsilon]}
+            grid: {seed: [0], epsilon: [null]}
+            params: {data: {sensitive: members, holdout: hold, reference: ref}, bootstrap: 20, attacks: [],
+                     data_attacks: [{name: dcr}, {name: dcr_ref}]}
+        plots:
+          - {name: roc, type: roc, stage: audit, audit: data_audit, label: [epsilon]}
+    """))
+    suite = load_suite(path, results_dir=tmp_path / "results")
+    run_suite(suite, progress=False)
+    rec = collect_records(suite, stage="audit")[0]["result"]
+    assert set(rec["data_audit"]["attacks"]) == {"dcr", "dcr_ref"} and "audit" not in rec
+    assert 0.0 <= rec["dcr_tpr@1%_lo"] <= rec["dcr_tpr@1%_hi"] <= 1.0 and "dcr_ref_auc" in rec
+    assert (tmp_path / "results" / "a" / "plots" / "roc.png").exists()

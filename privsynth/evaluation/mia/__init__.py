@@ -1,9 +1,11 @@
 """Membership inference against diffusion synthesizers: adapters, attacks, metrics, and the audit driver.
 
 ``run_audit(synth, members, non_members)`` runs the loss attack (PrivORL), PIA adapted to EDM, and, given a public
-reference model, the calibrated loss attack; ``run_data_audit(release, members, non_members, reference=...)`` runs the
-data-only attacks on a released dataset (DCR, calibrated DCR, DOMIAS; per episode for trajectories); metrics follow the members-positive convention (TPR at the last ROC point
-with FPR ≤ α). See ``docs/audit.md``.
+reference model, the calibrated loss attack (white-box, one adapter per synthesizer class).
+``run_data_audit(release, members, non_members, reference=...)`` runs the data-only attacks on a released dataset
+(DCR, calibrated DCR, DOMIAS; per episode for trajectories). ``canary.run_canary_audit`` lower-bounds ε for the
+release pipeline. Metrics follow the members-positive convention (TPR at the last ROC point with FPR ≤ α); reports
+come from ``report.write_report``. See ``docs/audit.md``.
 """
 from privsynth.evaluation.mia.adapters import DiffusionAdapter, EDMAdapter, TrajectoryAdapter, as_adapter
 from privsynth.evaluation.mia.attacks import (

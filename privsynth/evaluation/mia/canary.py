@@ -3,9 +3,9 @@
 Protocol (one run, Steinke, Nasr & Jagielski 2023; the bound is :func:`privsynth.privacy.audit.audit_scores`):
 
 1. Craft m canary units out of distribution (:func:`make_canaries`): each is a transition (or a short trajectory of
-   ``canary_length`` transitions around one point) whose continuous columns sit on a sphere of radius ``radius``
-   public standard deviations (root mean square per column) around the public mean, in a random direction, so canaries are rare states far from
-   the data and from each other. Only public statistics are used to craft them.
+   ``canary_length`` transitions around one point) whose continuous columns sit ``radius`` public standard
+   deviations (root mean square per column) from the public mean, in a random direction, so canaries are rare states
+   far from the data and from each other. Only public statistics are used to craft them.
 2. Flip a fair coin per canary; insert the "heads" ones into the sensitive data as extra episodes.
 3. Run the real pipeline, :func:`privsynth.release.synthesize` (pre-trained public model -> DP fine-tune -> sample
    from the EMA weights -> release guard), at the claimed ε.
@@ -17,8 +17,8 @@ Protocol (one run, Steinke, Nasr & Jagielski 2023; the bound is :func:`privsynth
 "Noise off" runs the same config as the no-privacy ablation (``private=False``: plain fine-tuning, no clipping, no
 noise); the pipeline then refuses to release it as DP, so its rows are audited without the guard and compared with
 the ε the same config claims with noise on. A sound pipeline keeps the noise-on bound below its claim; the noise-off
-bound shows the audit is strong enough to see a leak. The one-run bound is capped near log(k·2 / log(1/(1−conf)))
-even for a perfect attack, so claims much above that cannot be refuted by this audit at this m.
+bound shows the audit is strong enough to see a leak. The one-run bound is capped near log(2k / log(1/(1−conf)))
+even for a perfect attack (reported as ``max_bound``), so claims much above that cannot be refuted by this audit at this m.
 
 The coins and canary directions are the auditor's experimental design and come from ``seed``; the mechanism's
 privacy noise is untouched (it comes from the DP engine).
