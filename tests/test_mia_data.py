@@ -147,7 +147,7 @@ def test_trajectory_unit_beats_transition_unit_on_weak_per_row_leak():
 def test_bootstrap_intervals_bracket_the_estimate():
     rng = np.random.default_rng(0)
     s_in, s_out = rng.normal(1.0, 1.0, 300), rng.normal(0.0, 1.0, 300)
-    ci = bootstrap_intervals(s_in, s_out, n_boot=300)
+    ci = bootstrap_intervals(s_in, s_out, n_boot=150)
     from sklearn.metrics import roc_auc_score
 
     auc = roc_auc_score(np.r_[np.ones(300), np.zeros(300)], np.r_[s_in, s_out])
@@ -180,13 +180,13 @@ def test_audit_cli_release(tmp_path, capsys):
         m[:, 6] = 0
         return m
 
-    mem7, non7, ref7 = r7(150, 1), r7(300, 2), r7(1500, 3)
-    rel7 = np.concatenate([r7(1500, 4), mem7 + 0.01])  # memorised
+    mem7, non7, ref7 = r7(100, 1), r7(200, 2), r7(600, 3)
+    rel7 = np.concatenate([r7(600, 4), mem7 + 0.01])  # memorised
     for m, name in ((mem7, "toy/members-v0"), (non7, "toy/non-v0"), (ref7, "toy/ref-v0"), (rel7, "toy/release-v0")):
         minari_io.write_dataset(_as_dataset(m, 1, name.split("/")[1]), name)
     out = tmp_path / "audit.json"
     assert main(["audit", "--release", "toy/release-v0", "--members", "toy/members-v0", "--non-members", "toy/non-v0",
-                 "--reference", "toy/ref-v0", "--out", str(out), "--bootstrap", "50"]) == 0
+                 "--reference", "toy/ref-v0", "--out", str(out), "--bootstrap", "20"]) == 0
     printed = capsys.readouterr().out
     assert "data-only attacks" in printed and "TPR@1%" in printed
     res = json.loads(out.read_text())
