@@ -93,7 +93,7 @@ def build_attacks(names: str, *, sigma: float, repeats: int, reference) -> list:
             attacks.append(LossAttack(sigma=sigma, repeats=repeats))
         elif name.endswith("_ref"):
             if reference is None:
-                raise InvalidData(f"attack '{name}' needs --reference (a public pre-trained checkpoint)")
+                raise InvalidData(f"attack '{name}' needs --reference-model (a public pre-trained checkpoint)")
             base = LossAttack(sigma=sigma, repeats=repeats) if name == "loss_ref" else make_attack(name[:-4])
             attacks.append(ReferenceAttack(base, reference))
         else:
@@ -118,9 +118,6 @@ def _print_table(title: str, result: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import shlex
-    import sys
-
     from privsynth.evaluation.mia import as_adapter, run_audit
     from privsynth.evaluation.mia.audit import run_data_audit
     from privsynth.evaluation.mia.data_attacks import make_data_attack
@@ -131,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     if ref_data and ref_data.endswith(".pt") and not ref_model:
         ref_model, ref_data = ref_data, None  # back-compatible: --reference public.pt
     if args.canaries:
-        return _run_canary(args)
+        return _run_canary(args, ref_model)
     if not args.release and not args.checkpoint:
         raise InvalidData("nothing to attack: give --release (data-only), --checkpoint (white-box), or --canaries")
     if not args.members or not args.non_members:
@@ -140,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     report: dict = {"title": f"MIA audit of {args.release or Path(args.checkpoint).name}",
                     "target": {"release": args.release, "checkpoint": args.checkpoint, "members": args.members,
                                "non_members": args.non_members, "reference": ref_data, "reference_model": ref_model},
-                    "command": "privsynth " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None}
+                    "command": _command_line()}
     if args.release:
         release = _load_records(args.release)
         report["card"] = _card(release)
@@ -177,10 +174,18 @@ def _card_of_synth(synth) -> dict:
     return {k: card.get(k) for k in ("epsilon", "delta", "unit", "accountant", "private", "synthesizer") if k in card}
 
 
-def _run_canary(args: argparse.Namespace) -> int:
+def _command_line() -> str | None:
+    """The command as typed, when this process is the ``privsynth`` command (not a test calling ``main``)."""
     import shlex
     import sys
 
+    prog = Path(sys.argv[0]).name if sys.argv else ""
+    if prog not in ("privsynth", "__main__.py") or len(sys.argv) < 2:
+        return None
+    return "privsynth " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+def _run_canary(args: argparse.Namespace, ref_model: str | None) -> int:
     from privsynth.evaluation.mia.canary import CanaryAuditConfig, run_canary_audit
     from privsynth.evaluation.mia.report import write_report
 
@@ -197,11 +202,11 @@ def _run_canary(args: argparse.Namespace) -> int:
     )
     public = [_load_records(p) for p in args.public.split(",")] if args.public else []
     canary = run_canary_audit(_load_records(args.sensitive), public, cfg, pretrained=args.pretrained,
-                              reference_model=args.reference_model)
+                              reference_model=ref_model)
     report = {"title": f"Canary audit of the release pipeline on {args.sensitive}",
               "target": {"release": f"privsynth.release.synthesize on {args.sensitive}"},
               "card": canary["runs"][0].get("card", {}), "canary": canary,
-              "command": "privsynth " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None}
+              "command": _command_line()}
     written = write_report(report, Path(args.out), args.report, args.plot)
     print(f"{'run':<10} {'scored from':<12} {'correct/guesses':>16} {'eps lower bound':>16} {'claimed eps':>12}")
     code = 0
