@@ -77,8 +77,10 @@ def render_markdown(report: dict[str, Any]) -> str:
     threat = {}
     for key, _ in sections:
         for name, att in (report.get(key) or {}).get("attacks", {}).items():
-            threat[name] = att.get("config", {}).get("threat_model") or (
-                "released EMA weights (white-box) + candidate record" if key == "white_box" else "")
+            cfg = att.get("config", {})
+            threat[name] = cfg.get("threat_model") or (
+                "released EMA weights (white-box)" + (" + a public reference model that never saw the sensitive data"
+                                                      if cfg.get("calibrated_by") else "") if key == "white_box" else "")
     if threat:
         lines += ["## Threat model of each attack", "", "| attack | the attacker holds |", "|---|---|"]
         lines += [f"| `{n}` | {m} |" for n, m in threat.items()]
