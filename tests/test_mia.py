@@ -184,10 +184,10 @@ def test_audit_cli(overfit, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(audit_cmd, "_load_synth", lambda path: m5)
     out = tmp_path / "audit.json"
     code = main(["audit", "--checkpoint", "x.pt", "--members", str(tmp_path / "members.npz"), "--non-members",
-                 str(tmp_path / "non.npz"), "--out", str(out), "--repeats", "4", "--plot", str(tmp_path / "roc.png"),
+                 str(tmp_path / "non.npz"), "--out", str(out), "--repeats", "4", "--bootstrap", "20", "--plot", str(tmp_path / "roc.png"),
                  "--reference", "ref.pt"])
     assert code == 0
-    res = json.loads(out.read_text())
+    res = json.loads(out.read_text())["white_box"]
     assert set(res["attacks"]) == {"loss", "pia", "loss_ref"} and res["attacks"]["loss"]["n_members"] == 32
     assert "TPR@1%" in capsys.readouterr().out and (tmp_path / "roc.png").exists()
     assert main(["audit", "--checkpoint", "x.pt", "--members", str(tmp_path / "members.npz"), "--non-members",
@@ -199,4 +199,4 @@ def test_audit_cli(overfit, tmp_path, monkeypatch, capsys):
     minari_io.write_dataset(as_dataset(non_members, "non"), "toy/non-v0")
     assert main(["audit", "--checkpoint", "x.pt", "--members", "toy/members-v0", "--non-members", "toy/non-v0",
                  "--out", str(out), "--attacks", "loss", "--repeats", "2", "--max-units", "50"]) == 0
-    assert json.loads(out.read_text())["attacks"]["loss"]["n_non_members"] == 50
+    assert json.loads(out.read_text())["white_box"]["attacks"]["loss"]["n_non_members"] == 50

@@ -195,13 +195,40 @@ def mia_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
             attacks.append(make_attack(name, **spec))
     members = ctx.dataset(params["data"]["sensitive"])  # the suite keeps it equal to the target's fine-tuning set
     non_members = ctx.dataset(params["data"]["holdout"])
-    audit = run_audit(target, members, non_members, attacks, unit=params.get("unit", "transition"),
-                      max_units=params.get("max_units", 1000), seed=int(params.get("seed", 0)))
-    flat: dict[str, Any] = {"audit": audit}
-    for name, att in audit["attacks"].items():
-        flat[f"{name}_auc"] = att["auc"]
-        for alpha, tpr in att["tpr_at_fpr"].items():
-            flat[f"{name}_tpr@{float(alpha) * 100:g}%"] = tpr
+    unit, max_units, seed = params.get("unit", "transition"), params.get("max_units", 1000), int(params.get("seed", 0))
+    n_boot = int(params.get("bootstrap", 0))
+    flat: dict[str, Any] = {}
+    audits = {}
+    if attacks:
+        audits["audit"] = run_audit(target, members, non_members, attacks, unit=unit, max_units=max_units, seed=seed,
+                                    n_boot=n_boot)
+    if params.get("data_attacks"):  # data-only attacks on the released rows of the upstream synthesize cell
+        from privsynth.evaluation.mia import make_data_attack, run_data_audit
+
+        release_path = ctx.upstream_dir / "synthetic.npz"
+        if not release_path.exists():
+            raise InvalidData(f"mia cell {ctx.cell_id}: data-only attacks need the upstream cell's samples "
+                              "(num_samples > 0)")
+        ref_name = params["data"].get("reference")
+        data_reference = ctx.dataset(ref_name) if ref_name else None
+        data_attacks = [make_data_attack(dict(spec)["name"], unit, **{k: v for k, v in spec.items() if k != "name"})
+                        for spec in params["data_attacks"]]
+        audits["data_audit"] = run_data_audit(load_dataset_file(release_path), members, non_members, data_attacks,
+                                              reference=data_reference, unit=unit, max_units=max_units, seed=seed,
+                                              n_boot=n_boot)
+    if not audits:
+        raise InvalidData(f"mia cell {ctx.cell_id} has no attack to run")
+    flat.update(audits)
+    for audit in audits.values():
+        for name, att in audit["attacks"].items():
+            flat[f"{name}_auc"] = att["auc"]
+            for alpha, tpr in att["tpr_at_fpr"].items():
+                flat[f"{name}_tpr@{float(alpha) * 100:g}%"] = tpr
+                if "ci" in att:  # bootstrap interval ends as numbers, so tables can show them
+                    lo, hi = att["ci"]["tpr_at_fpr"][alpha]
+                    flat[f"{name}_tpr@{float(alpha) * 100:g}%_lo"], flat[f"{name}_tpr@{float(alpha) * 100:g}%_hi"] = lo, hi
+            if "ci" in att:
+                flat[f"{name}_auc_lo"], flat[f"{name}_auc_hi"] = att["ci"]["auc"]
     return flat
 
 

@@ -687,7 +687,7 @@ def write_plots(suite: Suite) -> list[Path]:
             label_keys = spec.get("label", ["synthesizer", "epsilon"])
             runs = {}
             for r in recs:
-                audit = (r["result"] or {}).get("audit")
+                audit = (r["result"] or {}).get(spec.get("audit", "audit"))  # "data_audit": data-only attacks
                 if audit:
                     label = " ".join(_label(k, r["params"].get(k)) for k in label_keys)
                     attacks = {a: v for a, v in audit["attacks"].items() if a in spec.get("attacks", audit["attacks"])}

@@ -20,7 +20,8 @@ import torch
 from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData
 
-__all__ = ["EDMModel", "DiffusionAdapter", "EDMAdapter", "TrajectoryAdapter", "as_adapter"]
+__all__ = ["EDMModel", "DiffusionAdapter", "EDMAdapter", "TrajectoryAdapter", "FragmentAdapter", "ADAPTERS",
+           "register_adapter", "as_adapter"]
 
 
 @runtime_checkable
@@ -128,11 +129,119 @@ class TrajectoryAdapter(DiffusionAdapter):
         return sums[np.argsort(first, kind="stable")]  # order units by first appearance
 
 
+class FragmentAdapter(DiffusionAdapter):
+    """Trajectory synthesizers (PrivORL-j, PrivORL-j-U, DP-Transformer): one model input is one *fragment*.
+
+    The synthesizer models fragments of H rows with a link condition (``TrajectorySynthesizer.fragment_items``). So
+    that every attack keeps working on ``[B, width]`` matrices, a fragment is packed into one flat record
+    ``data [H·D] | cond [D + 1] | mask [H]`` (:meth:`records`); :meth:`loss` and :meth:`denoise` unpack it and act on
+    the data part only (the condition and the padding are returned unchanged, so ε̂ is zero there). The unit is the
+    trajectory (these synthesizers are trained under trajectory-level DP): fragment scores are summed, or averaged,
+    over each episode (:meth:`aggregate`).
+
+    The diffusion backbones expose the EDM denoiser, so ``loss``, ``pia`` and ``score_norm`` all apply. The
+    DP-Transformer is autoregressive: its :meth:`loss` is the fragment's Gaussian negative log-likelihood (σ and the
+    noise are ignored, so the loss attack is the likelihood attack) and it has no denoiser (PIA refuses).
+    """
+
+    unit = "trajectory"
+
+    def __init__(self, synth: Any, reduce: str = "sum") -> None:
+        if reduce not in ("sum", "mean"):
+            raise InvalidData(f"trajectory reduction must be 'sum' or 'mean', got '{reduce}'")
+        if getattr(synth, "model", None) is None:
+            raise InvalidData("the trajectory synthesizer has no weights: pre-train, fine-tune or load it first")
+        self.synth, self.reduce = synth, reduce
+        self.h, self.d = synth.config.horizon, synth.data_dim
+        self.model = synth.released.eval()  # EMA weights: what is sampled and released
+
+    @property
+    def has_denoiser(self) -> bool:
+        return hasattr(self.model, "denoise")
+
+    def records(self, data: OfflineDataset | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if not isinstance(data, OfflineDataset):
+            raise InvalidData("trajectory synthesizers are audited on an OfflineDataset (episodes), not a bare matrix")
+        items = self.synth.fragment_items(data)
+        f = items.data.shape[0]
+        packed = torch.cat([items.data.reshape(f, -1), items.cond, items.mask.to(torch.float32)], dim=1)
+        return packed.numpy().astype(np.float32), items.episode.numpy()
+
+    def encode(self, rows: np.ndarray) -> torch.Tensor:
+        width = self.h * self.d + self.d + 1 + self.h
+        if rows.shape[1] != width:
+            raise InvalidData(f"packed fragments have {rows.shape[1]} columns, expected {width} (use records())")
+        return torch.as_tensor(rows)
+
+    def _unpack(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        hd = self.h * self.d
+        data = x[:, :hd].reshape(-1, self.h, self.d)
+        return data, x[:, hd : hd + self.d + 1], x[:, hd + self.d + 1 :] > 0.5
+
+    @torch.no_grad()
+    def denoise(self, x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+        if not self.has_denoiser:
+            raise InvalidData(f"{self.synth.name} is autoregressive (no denoiser): use the 'loss' attack")
+        data, cond, mask = self._unpack(x)
+        den = self.model.denoise(data, sigma, cond)
+        den = torch.where(mask[..., None], den, data)  # padding is left as is
+        return torch.cat([den.reshape(x.shape[0], -1), x[:, self.h * self.d :]], dim=1)
+
+    @torch.no_grad()
+    def loss(self, x: torch.Tensor, sigma: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        data, cond, mask = self._unpack(x)
+        if self.has_denoiser:
+            return self.model.loss(data, cond, mask, sigma, noise[:, : self.h * self.d].reshape(data.shape))
+        return self.model.random_loss(data, cond, mask)  # Gaussian NLL, deterministic
+
+    def aggregate(self, row_scores: np.ndarray, unit_ids: np.ndarray) -> np.ndarray:
+        _, first, inverse = np.unique(unit_ids, return_index=True, return_inverse=True)
+        sums = np.bincount(inverse, weights=np.asarray(row_scores, dtype=np.float64))
+        if self.reduce == "mean":
+            sums = sums / np.bincount(inverse)
+        return sums[np.argsort(first, kind="stable")]
+
+
+# Adapters by synthesizer class (the most derived registered class wins). Until the synthesizer registry of the
+# one-door issue exists, this is where a new synthesizer type is made auditable.
+ADAPTERS: dict[type, Any] = {}
+
+
+def register_adapter(synth_cls: type, factory: Any) -> None:
+    """Audit instances of ``synth_cls`` through ``factory(synth, unit) -> DiffusionAdapter``."""
+    ADAPTERS[synth_cls] = factory
+
+
+def _register_builtin() -> None:
+    from privsynth.synth.trajectory.synthesizer import TrajectorySynthesizer
+    from privsynth.synth.transition import TransitionSynthesizer
+
+    def transition(synth: Any, unit: str) -> DiffusionAdapter:
+        inner = EDMAdapter(synth)
+        return TrajectoryAdapter(inner) if unit == "trajectory" else inner
+
+    def trajectory(synth: Any, unit: str) -> DiffusionAdapter:
+        if unit != "trajectory":
+            raise InvalidData(f"{synth.name} releases whole trajectories under trajectory-level DP: audit with "
+                              "unit 'trajectory'")
+        return FragmentAdapter(synth)
+
+    ADAPTERS.setdefault(TransitionSynthesizer, transition)
+    ADAPTERS.setdefault(TrajectorySynthesizer, trajectory)
+
+
 def as_adapter(model: Any, unit: str = "transition") -> DiffusionAdapter:
-    """An adapter for ``model`` (an adapter is returned as is) at the given privacy unit."""
-    adapter = model if isinstance(model, DiffusionAdapter) else EDMAdapter(model)
-    if unit == "transition":
-        return adapter
-    if unit == "trajectory":
-        return adapter if isinstance(adapter, TrajectoryAdapter) else TrajectoryAdapter(adapter)
-    raise InvalidData(f"unknown privacy unit '{unit}': use 'transition' or 'trajectory'")
+    """An adapter for ``model`` at the given privacy unit: an adapter is returned as is (wrapped per trajectory when
+    asked), a registered synthesizer class gets its adapter, anything else exposing the EDM surface the EDM adapter."""
+    if unit not in ("transition", "trajectory"):
+        raise InvalidData(f"unknown privacy unit '{unit}': use 'transition' or 'trajectory'")
+    if isinstance(model, DiffusionAdapter):
+        if unit == "trajectory" and model.unit != "trajectory":
+            return TrajectoryAdapter(model)
+        return model
+    _register_builtin()
+    for cls in type(model).__mro__:
+        if cls in ADAPTERS:
+            return ADAPTERS[cls](model, unit)
+    adapter = EDMAdapter(model)
+    return TrajectoryAdapter(adapter) if unit == "trajectory" else adapter

@@ -16,9 +16,11 @@ from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData
 from privsynth.evaluation.mia.adapters import DiffusionAdapter, as_adapter
 from privsynth.evaluation.mia.attacks import Attack, LossAttack, PIAAttack, ReferenceAttack
-from privsynth.evaluation.mia.metrics import DEFAULT_FPRS, attack_metrics, tpr_at_fpr
+from privsynth.evaluation.mia.data_attacks import DataAttack, make_data_attack
+from privsynth.evaluation.mia.metrics import DEFAULT_FPRS, attack_metrics, bootstrap_intervals, tpr_at_fpr
 
-__all__ = ["run_audit", "default_attacks", "subsample_units", "plot_roc", "ROC_GRID"]
+__all__ = ["run_audit", "run_data_audit", "default_attacks", "default_data_attacks", "subsample_units", "plot_roc",
+           "summarise_scores", "ROC_GRID"]
 
 ROC_GRID = np.unique(np.concatenate([[0.0], np.logspace(-4, 0, 200)]))
 
@@ -58,8 +60,12 @@ def run_audit(
     max_units: int | None = 1000,
     fprs: Sequence[float] = DEFAULT_FPRS,
     seed: int = 0,
+    n_boot: int = 0,
 ) -> dict[str, Any]:
-    """Score members and non-members with every attack; return metrics and compact ROCs (members positive)."""
+    """Score members and non-members with every attack; return metrics and compact ROCs (members positive).
+
+    ``n_boot > 0`` adds percentile bootstrap intervals (``ci``) of the AUC and of each TPR.
+    """
     adapter = as_adapter(target, unit)
     ref_adapter = as_adapter(reference, "transition") if reference is not None else None
     if attacks is None:
@@ -74,13 +80,69 @@ def run_audit(
         # one seed per set so members and non-members never share noise draws
         s_in = attack.score(adapter, members, seed=seed)
         s_out = attack.score(adapter, non_members, seed=seed + 10_000)
-        metrics, (fpr, tpr) = attack_metrics(s_in, s_out, fprs)
-        out["attacks"][attack.name] = {
-            **metrics.to_dict(),
-            "config": attack.describe(),
-            "seconds": round(time.perf_counter() - t0, 3),
-            "roc": {"fpr": ROC_GRID.tolist(), "tpr": [tpr_at_fpr(fpr, tpr, a) for a in ROC_GRID]},
-        }
+        out["attacks"][attack.name] = summarise_scores(s_in, s_out, {**attack.describe(), "access": "white-box"},
+                                                       time.perf_counter() - t0, fprs, n_boot=n_boot, seed=seed)
+    return out
+
+
+def summarise_scores(s_in: np.ndarray, s_out: np.ndarray, config: dict[str, Any], seconds: float,
+                     fprs: Sequence[float] = DEFAULT_FPRS, *, n_boot: int = 0, seed: int = 0) -> dict[str, Any]:
+    """One attack's JSON entry: metrics, settings, time, compact ROC, and bootstrap intervals when ``n_boot > 0``."""
+    metrics, (fpr, tpr) = attack_metrics(s_in, s_out, fprs)
+    entry = {
+        **metrics.to_dict(),
+        "config": config,
+        "seconds": round(seconds, 3),
+        "roc": {"fpr": ROC_GRID.tolist(), "tpr": [tpr_at_fpr(fpr, tpr, a) for a in ROC_GRID]},
+    }
+    if n_boot > 0:
+        entry["ci"] = bootstrap_intervals(s_in, s_out, fprs, n_boot=n_boot, seed=seed)
+    return entry
+
+
+def default_data_attacks(unit: str = "transition", reference: bool = True) -> list[DataAttack]:
+    """DCR, and with reference data the calibrated DCR and DOMIAS; per episode when ``unit='trajectory'``."""
+    names = ["dcr", "dcr_ref", "domias"] if reference else ["dcr"]
+    return [make_data_attack(n, unit) for n in names]
+
+
+def run_data_audit(
+    synthetic: OfflineDataset | np.ndarray,
+    members: OfflineDataset | np.ndarray,
+    non_members: OfflineDataset | np.ndarray,
+    attacks: Sequence[DataAttack] | None = None,
+    *,
+    reference: OfflineDataset | np.ndarray | None = None,
+    unit: str = "transition",
+    max_units: int | None = 1000,
+    fprs: Sequence[float] = DEFAULT_FPRS,
+    seed: int = 0,
+    n_boot: int = 1000,
+) -> dict[str, Any]:
+    """Data-only membership inference on a released dataset (no weights): same output format as :func:`run_audit`.
+
+    The attacker holds ``synthetic`` (the release) and optionally ``reference`` records from the same population,
+    disjoint from the members; ``unit='trajectory'`` scores whole episodes.
+    """
+    if unit not in ("transition", "trajectory"):
+        raise InvalidData(f"unknown privacy unit '{unit}': use 'transition' or 'trajectory'")
+    if unit == "trajectory" and not (isinstance(members, OfflineDataset) and isinstance(non_members, OfflineDataset)):
+        raise InvalidData("trajectory-level audits need OfflineDatasets (episode ids), not bare matrices")
+    if attacks is None:
+        attacks = default_data_attacks(unit, reference is not None)
+    if not attacks:
+        raise InvalidData("no attack to run")
+    members = subsample_units(members, max_units, seed, unit)
+    non_members = subsample_units(non_members, max_units, seed + 1, unit)
+    out: dict[str, Any] = {"unit": unit, "seed": seed, "fprs": list(fprs), "attacks": {},
+                           "access": "data-only (released synthetic data" + (" + reference data)" if reference
+                                                                             is not None else ")")}
+    for attack in attacks:
+        t0 = time.perf_counter()
+        attack.fit(synthetic, reference)
+        s_in, s_out = attack.score(members), attack.score(non_members)
+        out["attacks"][attack.name] = summarise_scores(s_in, s_out, {**attack.describe(), "access": "data-only"},
+                                                       time.perf_counter() - t0, fprs, n_boot=n_boot, seed=seed)
     return out
 
 

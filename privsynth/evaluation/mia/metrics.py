@@ -17,7 +17,7 @@ from sklearn.metrics import roc_auc_score, roc_curve
 
 from privsynth.errors import InvalidData
 
-__all__ = ["AttackMetrics", "roc", "tpr_at_fpr", "attack_metrics", "DEFAULT_FPRS"]
+__all__ = ["AttackMetrics", "roc", "tpr_at_fpr", "attack_metrics", "bootstrap_intervals", "DEFAULT_FPRS"]
 
 DEFAULT_FPRS: tuple[float, ...] = (0.001, 0.01, 0.1)
 
@@ -75,3 +75,39 @@ def attack_metrics(
         n_non_members=int((1 - labels).sum()),
     )
     return metrics, (fpr, tpr)
+
+
+def bootstrap_intervals(
+    member_scores: np.ndarray,
+    non_member_scores: np.ndarray,
+    fprs: Sequence[float] = DEFAULT_FPRS,
+    *,
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> dict[str, dict[str, list[float]]]:
+    """Percentile bootstrap intervals of AUC and TPR at each FPR.
+
+    Members and non-members are resampled separately (each with replacement, at its own size), so each replicate keeps
+    the class sizes; the interval is the central ``level`` quantile range over ``n_boot`` replicates. The seed only
+    drives the evaluation's resampling, never a privacy mechanism.
+    """
+    m = np.asarray(member_scores, dtype=np.float64).ravel()
+    n = np.asarray(non_member_scores, dtype=np.float64).ravel()
+    _labels_scores(m, n)  # validates
+    rng = np.random.default_rng(seed)
+    aucs, tprs = np.empty(n_boot), np.empty((n_boot, len(fprs)))
+    labels = np.concatenate([np.ones(m.size, dtype=int), np.zeros(n.size, dtype=int)])
+    for b in range(n_boot):
+        s = np.concatenate([m[rng.integers(0, m.size, m.size)], n[rng.integers(0, n.size, n.size)]])
+        fpr, tpr, _ = roc_curve(labels, s, pos_label=1, drop_intermediate=False)
+        aucs[b] = roc_auc_score(labels, s)
+        tprs[b] = [tpr_at_fpr(fpr, tpr, a) for a in fprs]
+    lo, hi = (1 - level) / 2 * 100, (1 + level) / 2 * 100
+    return {
+        "level": level,
+        "n_boot": n_boot,
+        "auc": [float(np.percentile(aucs, lo)), float(np.percentile(aucs, hi))],
+        "tpr_at_fpr": {f"{a:g}": [float(np.percentile(tprs[:, i], lo)), float(np.percentile(tprs[:, i], hi))]
+                       for i, a in enumerate(fprs)},
+    }
