@@ -13,13 +13,13 @@ from pathlib import Path
 
 from privsynth.errors import InvalidData
 
-CONFIGS = ("cpu", "demo", "paper")
+CONFIGS = ("cpu", "demo", "paper", "tiny")
 
 
 def _config(args: argparse.Namespace):
-    from privsynth.synth.config import cpu_config, demo_config, paper_config
+    from privsynth.synth import registry
 
-    cfg = {"cpu": cpu_config, "demo": demo_config, "paper": paper_config}[args.config]()
+    cfg = registry.make("privorl-n", preset=args.config).config
     if getattr(args, "seed", None) is not None:
         cfg.seed = args.seed
     if getattr(args, "pretrain_epochs", None) is not None:
@@ -59,7 +59,8 @@ def _load_all(ids: list[str]):
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", choices=CONFIGS, default="cpu", help="preset: cpu, demo (fast) or paper")
+    p.add_argument("--config", choices=CONFIGS, default="cpu",
+                   help="preset: cpu, demo (fast, privorl-n only), paper or tiny (seconds; for smoke tests)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed of the non-private randomness (None: the preset's seed; never the DP noise)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -68,7 +69,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 def _add_dp(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epsilon", type=float, required=True, help="target epsilon of the DP fine-tuning")
     p.add_argument("--delta", type=float, default=1e-5, help="target delta (must be below 1/N)")
-    p.add_argument("--unit", choices=("transition", "trajectory"), default="transition", help="privacy unit")
+    p.add_argument("--unit", choices=("transition", "trajectory"), default=None,
+                   help="privacy unit (None: transition; trajectory for the trajectory synthesizers)")
     p.add_argument("--accountant", choices=("rdp", "prv", "pld"), default=None,
                    help="privacy accountant (None: the preset's)")
     p.add_argument("--finetune-epochs", type=float, default=None, help="DP fine-tuning epochs (None: the preset's)")
@@ -130,6 +132,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         if group is not None:  # the diffusion loss' own noise differs per rank (the DP noise is shared, in dp_train)
             torch.manual_seed(cfg.seed * 1000 + group.rank)
         main = group is None or group.rank == 0
+        args.unit = args.unit or "transition"
         record_dp_request(synth.config, args.epsilon, args.delta, args.unit)
         synth.finetune(sens, args.epsilon, args.delta, args.unit, progress=main and not args.quiet)
         if main:
@@ -189,10 +192,38 @@ def cmd_sample(args: argparse.Namespace) -> int:
     return 0
 
 
+def _registered_options(args: argparse.Namespace) -> dict:
+    """Settings of a registered synthesizer other than privorl-n that the CLI can set; others are refused."""
+    from privsynth.synth import registry
+
+    if args.config == "demo":
+        raise InvalidData(f"--config demo is a privorl-n preset; {args.synth} takes cpu, paper or tiny")
+    only_n = {"--no-curiosity": args.no_curiosity, "--pretrain-epochs": args.pretrain_epochs is not None,
+              "--sampler": args.sampler is not None, "--steps": args.steps is not None,
+              "--checkpoint-every": args.checkpoint_every is not None, "--accountant": args.accountant is not None,
+              "--noise-multiplicity": args.noise_multiplicity is not None,
+              "--finetune-curiosity": args.finetune_curiosity}
+    given = [k for k, v in only_n.items() if v]
+    if given:
+        raise InvalidData(f"{', '.join(given)} applies to privorl-n only, not to {args.synth}")
+    overrides: dict = {}
+    if args.seed is not None:
+        overrides["seed"] = args.seed
+    if args.finetune_epochs is not None:
+        if not registry.entry(args.synth).episodes:
+            raise InvalidData(f"--finetune-epochs applies to the diffusion synthesizers, not to {args.synth}")
+        overrides["finetune"] = {"epochs": args.finetune_epochs}
+    return registry.make(args.synth, preset=args.config, **overrides).config
+
+
 def cmd_synthesize(args: argparse.Namespace) -> int:
     from privsynth.release import synthesize
+    from privsynth.synth import registry
 
-    cfg = _config(args)
+    if args.unit is None:
+        args.unit = registry.entry(args.synth).units[0]
+
+    cfg = _config(args) if args.synth == "privorl-n" else _registered_options(args)
     pubs = _ids(args.public)
     res = synthesize(
         args.sensitive,
@@ -201,6 +232,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
         public=pubs or None,
         unit=args.unit,
         n=args.n,
+        synth=args.synth,
         config=cfg,
         pretrained=args.pretrained,
         pretrain=not args.no_pretrain,
@@ -211,10 +243,11 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     )
     if args.save_model:
         res.synthesizer.save(args.save_model)
-    st = res.synthesizer.last_sample_stats
+    st = getattr(res.synthesizer, "last_sample_stats", None) or {}
+    dropped = f", {st['nan_rows_dropped']} NaN rows dropped" if "nan_rows_dropped" in st else ""
     print(
-        f"wrote {res.dataset.n_transitions} synthetic transitions to {args.out_dataset}: epsilon {res.epsilon:.4g} "
-        f"at delta {args.delta:g} ({args.unit}), {st['nan_rows_dropped']} NaN rows dropped; "
+        f"wrote {res.dataset.n_transitions} synthetic transitions ({args.synth}) to {args.out_dataset}: epsilon "
+        f"{res.epsilon:.4g} at delta {args.delta:g} ({args.unit}){dropped}; "
         f"seconds {json.dumps({k: round(v, 1) for k, v in res.seconds.items()})}"
     )
     return 0
@@ -265,7 +298,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_sample)
 
-    p = subparsers.add_parser("synthesize", help="pretrain -> DP finetune -> sample -> release, in one command")
+    from privsynth.synth.registry import names
+
+    p = subparsers.add_parser("synthesize", help="pretrain -> DP finetune -> sample -> release, in one command, "
+                                                 "for any registered synthesizer")
+    p.add_argument("--synth", choices=names(), default="privorl-n",
+                   help="synthesizer (privsynth.synth.registry); the options marked PrivORL-n apply to it only")
     p.add_argument("--public", default=None, help="comma-separated public dataset ids (not the sensitive one)")
     p.add_argument("--sensitive", required=True, help="sensitive dataset id (its environment spec goes on the release)")
     p.add_argument("-n", type=int, default=100_000, help="synthetic transitions to release")
@@ -273,13 +311,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--pretrained", default=None,
                    help=f"shipped pre-trained name or checkpoint path; skips pre-training (installed: "
                         f"{_pretrained_help()})")
-    p.add_argument("--no-pretrain", action="store_true", help="DPDM ablation: no pre-training")
-    p.add_argument("--no-curiosity", action="store_true", help="PDP-Diffusion ablation")
-    p.add_argument("--pretrain-epochs", type=float, default=None, help="pre-training epochs (None: the preset's)")
-    p.add_argument("--sampler", choices=("dpm", "heun"), default=None, help="ODE solver (None: the preset's)")
-    p.add_argument("--steps", type=int, default=None, help="solver steps (None: the preset's)")
-    p.add_argument("--workdir", default=None, help="stage checkpoints here; rerunning resumes (and says so)")
-    p.add_argument("--checkpoint-every", type=int, default=None, help="pre-training steps between resumable checkpoints")
+    p.add_argument("--no-pretrain", action="store_true", help="PrivORL-n: DPDM ablation, no pre-training")
+    p.add_argument("--no-curiosity", action="store_true", help="PrivORL-n: PDP-Diffusion ablation")
+    p.add_argument("--pretrain-epochs", type=float, default=None,
+                   help="PrivORL-n: pre-training epochs (None: the preset's)")
+    p.add_argument("--sampler", choices=("dpm", "heun"), default=None, help="PrivORL-n: ODE solver (None: the preset's)")
+    p.add_argument("--steps", type=int, default=None, help="PrivORL-n: solver steps (None: the preset's)")
+    p.add_argument("--workdir", default=None,
+                   help="PrivORL-n: stage checkpoints here; rerunning resumes (and says so)")
+    p.add_argument("--checkpoint-every", type=int, default=None,
+                   help="PrivORL-n: pre-training steps between resumable checkpoints")
     p.add_argument("--save-model", default=None, help="also save the fine-tuned synthesizer here")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing dataset with this id, and discard unreadable resume files")

@@ -13,7 +13,7 @@ from typing import Any
 
 from privsynth.errors import InvalidData
 
-MODELS = {"privorl-j": "transformer", "privorl-j-u": "unet", "dp-transformer": "dp-transformer"}
+MODELS = {"privorl-j": "transformer", "privorl-j-unet": "unet", "privorl-j-u": "unet", "dp-transformer": "dp-transformer"}
 
 
 def register(subparsers: Any) -> None:

@@ -60,7 +60,7 @@ from privsynth.synth.trajectory.unet import TemporalUNet
 __all__ = ["TrajectorySynthesizer", "TrajectoryLoss", "FragmentItems", "FORMAT", "NAMES"]
 
 FORMAT = "privsynth.trajectory-synth/1"
-NAMES = {"transformer": "privorl-j", "unet": "privorl-j-u", "dp-transformer": "dp-transformer"}
+NAMES = {"transformer": "privorl-j", "unet": "privorl-j-unet", "dp-transformer": "dp-transformer"}
 
 
 @dataclasses.dataclass

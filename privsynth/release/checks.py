@@ -1,0 +1,111 @@
+"""Cheap checks that run before any sensitive data is touched, and one-line errors for damaged files
+(docs/DESIGN.md invariant 5)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from privsynth.data.dataset import OfflineDataset
+from privsynth.errors import InvalidData, PrivsynthError, SpaceMismatch
+from privsynth.synth.transition import TransitionSynthesizer
+
+__all__ = ["as_dataset", "check_release_request", "check_public", "check_model_fits", "record_dp_request",
+           "load_synthesizer", "check_resume_files"]
+
+def as_dataset(ds: OfflineDataset | str) -> OfflineDataset:
+    """A dataset object from an object or a Minari dataset id."""
+    if isinstance(ds, OfflineDataset):
+        return ds
+    from privsynth.data.minari_io import load_dataset
+
+    return load_dataset(str(ds))
+
+
+def check_release_request(
+    out_dataset: str | None,
+    *,
+    overwrite: bool = False,
+    n: int | None = None,
+    sensitive_id: str | None = None,
+    public_ids: Sequence[str] = (),
+) -> None:
+    """Cheap checks that must pass before any sensitive data is touched (raise one-line errors).
+
+    The output id is well formed and free (unless ``overwrite``), ``n`` is positive, and no public id names the
+    sensitive dataset.
+    """
+    from privsynth.data import minari_io
+
+    if n is not None and n < 1:
+        raise InvalidData(f"-n must be at least 1 (got {n})")
+    if out_dataset is not None:
+        full = minari_io.resolve_id(out_dataset, for_write=True)
+        if minari_io.target_path(full).exists() and not overwrite:
+            raise PrivsynthError(f"dataset '{full}' already exists; pass --overwrite to replace it")
+    if sensitive_id is not None:
+        sens_full = minari_io.resolve_id(sensitive_id)
+        for pid in public_ids:
+            if minari_io.resolve_id(pid) == sens_full:
+                raise InvalidData(f"dataset '{sens_full}' cannot be both public and sensitive")
+
+
+def check_public(public: OfflineDataset, sensitive: OfflineDataset) -> None:
+    """Refuse public data that is sensitive, has other spaces, or shares any transition with ``sensitive``."""
+    if public.info.sensitive:
+        raise InvalidData(f"dataset '{public.info.name}' is marked sensitive and cannot be used as public data")
+    public.check_compatible(sensitive)
+    shared = public.shared_transitions(sensitive)
+    if shared:
+        raise InvalidData(
+            f"public dataset '{public.info.name}' shares {shared} transitions with the sensitive dataset "
+            f"'{sensitive.info.name}'; public data must not contain sensitive records"
+        )
+
+
+def check_model_fits(synth: Any, sensitive: OfflineDataset) -> None:
+    """Raise :class:`SpaceMismatch` when a loaded synthesizer was built for other observation/action widths."""
+    dims = (getattr(synth, "obs_dim", None), getattr(synth, "act_dim", None))
+    if None not in dims and dims != (sensitive.obs_dim, sensitive.act_dim):
+        raise SpaceMismatch(
+            f"the synthesizer models obs/action dims {dims[0]}/{dims[1]} but '{sensitive.info.name}' has "
+            f"{sensitive.obs_dim}/{sensitive.act_dim}"
+        )
+
+
+def record_dp_request(config: Any, epsilon: float, delta: float, unit: str) -> None:
+    """Write the run's (ε, δ, unit) into ``config.dp``, so the config on the card is the one that ran."""
+    dp = getattr(config, "dp", None)
+    if dp is not None:
+        dp.epsilon, dp.delta, dp.unit = float(epsilon), float(delta), unit
+
+
+def load_synthesizer(path: str | Path) -> TransitionSynthesizer:
+    """:meth:`TransitionSynthesizer.load` with one clear error naming a corrupted or truncated file."""
+    try:
+        return TransitionSynthesizer.load(path)
+    except PrivsynthError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - torch/pickle raise many types for a damaged file
+        raise InvalidData(
+            f"cannot read checkpoint {path}: corrupted or truncated ({type(exc).__name__}); delete it or rerun "
+            "with --overwrite"
+        ) from None
+
+
+def check_resume_files(paths: Sequence[Path], *, overwrite: bool, log: Any = print) -> None:
+    """Refuse (or, with ``overwrite``, delete) resume files that do not load; say which resume files will be used."""
+    from privsynth.synth.checkpoint import load_weights_only
+
+    for path in paths:
+        if not path.exists():
+            continue
+        try:
+            load_weights_only(path)  # read as data: a file holding pickled objects is refused, never run
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is reported the same way
+            if not overwrite:
+                raise InvalidData(
+                    f"cannot read resume file {path}: corrupted or truncated ({type(exc).__name__}); delete it or "
+                    "rerun with --overwrite"
+                ) from None
+            path.unlink()
+            log(f"discarded unreadable resume file {path}")

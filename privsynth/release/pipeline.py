@@ -1,0 +1,222 @@
+"""One call from sensitive data to a guarded release, for any registered synthesizer (``privsynth synthesize``).
+
+``synth="privorl-n"`` (default) runs the PrivORL-n pipeline with its extras (shipped pre-trained models, staged and
+resumable work directories, the DPDM ablation); any other registered name (:mod:`privsynth.synth.registry`) runs
+make -> fit (pre-train on public data, DP fine-tune) -> sample -> guarded release, the same way for all of them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from privsynth.data.dataset import OfflineDataset
+from privsynth.errors import InvalidData, PrivacyError
+from privsynth.release.checks import (
+    as_dataset,
+    check_model_fits,
+    check_public,
+    check_release_request,
+    check_resume_files,
+    load_synthesizer,
+    record_dp_request,
+)
+from privsynth.release.guarded import release_dataset
+from privsynth.release.support import prepare_release
+from privsynth.synth.base import Unit
+from privsynth.synth.config import TransitionSynthConfig, demo_config
+from privsynth.synth.pretrained import resolve_pretrained
+from privsynth.synth.transition import TransitionSynthesizer
+
+__all__ = ["SynthesisResult", "synthesize"]
+
+@dataclass
+class SynthesisResult:
+    """What :func:`synthesize` returns: the released dataset, its ledger, the synthesizer and timings."""
+
+    dataset: OfflineDataset
+    ledger: Any
+    synthesizer: Any  # the fitted synthesizer (TransitionSynthesizer for privorl-n)
+    dataset_id: str | None = None
+    epsilon: float | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def synthesize(
+    sensitive: OfflineDataset | str,
+    *,
+    epsilon: float,
+    delta: float,
+    public: Sequence[OfflineDataset | str] | OfflineDataset | str | None = None,
+    unit: Unit = "transition",
+    n: int = 100_000,
+    synth: str = "privorl-n",
+    preset: str | None = None,
+    config: Any = None,
+    pretrained: str | Path | TransitionSynthesizer | None = None,
+    pretrain: bool = True,
+    out_dataset: str | None = None,
+    overwrite: bool = False,
+    workdir: str | Path | None = None,
+    progress: bool = True,
+) -> SynthesisResult:
+    """Any registered synthesizer end to end: pretrain (public) -> DP fine-tune (sensitive) -> sample -> guarded release.
+
+    * ``synth``: a name from :func:`privsynth.synth.registry.names` (default ``privorl-n``); ``preset`` picks its
+      preset (``cpu``, ``paper``, ``tiny``; privorl-n defaults to ``demo`` when neither preset nor config is given)
+      and ``config`` passes a config object of that synthesizer. The options below marked PrivORL-n exist for it only.
+
+    * ``pretrained`` (PrivORL-n): a shipped name (``"pointmaze-umaze"``), a checkpoint path or a synthesizer; skips pre-training
+      and reuses its public normaliser.
+    * ``pretrain=False`` (PrivORL-n): the DPDM ablation: the normaliser is still fitted on ``public``, the weights start random.
+    * ``workdir`` (PrivORL-n): stage checkpoints (``pretrained.pt``, ``finetuned.pt``) and the pre-training checkpoint; a rerun
+      with the same ``workdir`` resumes from the last finished stage.
+    * ``out_dataset``: a Minari id to write; the release guard refuses if the ledger's ε exceeds ``epsilon``.
+    """
+    from privsynth.data.minari_io import check_env_spaces
+    from privsynth.privacy.accounting import check_delta, check_epsilon
+
+    t_all = time.perf_counter()
+    check_epsilon(epsilon)  # fail before any work: bad budgets, names and sizes are one-line errors
+    public_list = [] if public is None else [public] if isinstance(public, (OfflineDataset, str)) else list(public)
+    check_release_request(
+        out_dataset,
+        overwrite=overwrite,
+        n=n,
+        sensitive_id=sensitive if isinstance(sensitive, str) else None,
+        public_ids=[p for p in public_list if isinstance(p, str)],
+    )
+    if synth != "privorl-n":
+        return _synthesize_registered(
+            synth, sensitive, public_list, epsilon=epsilon, delta=delta, unit=unit, n=n, preset=preset, config=config,
+            out_dataset=out_dataset, overwrite=overwrite, progress=progress, t_all=t_all,
+            unsupported={"pretrained": pretrained is not None, "pretrain=False": not pretrain,
+                         "workdir": workdir is not None},
+        )
+    if config is None and preset is not None:
+        from privsynth.synth import registry
+
+        config = registry.make("privorl-n", preset=preset).config
+    wd = Path(workdir) if workdir else None
+    seconds: dict[str, float] = {}
+    done_pre = wd / "pretrained.pt" if wd else None
+    done_fine = wd / "finetuned.pt" if wd else None
+    if wd is not None:
+        check_resume_files([done_fine, done_pre, wd / "pretrain-checkpoint.pt"], overwrite=overwrite)
+    sens = as_dataset(sensitive).mark_sensitive(True)
+    check_delta(delta, sens.n_transitions if unit == "transition" else sens.n_episodes)
+    check_env_spaces(sens.info, sens.obs_dim, sens.act_dim)  # the release will carry this environment
+    pubs = [as_dataset(p) for p in public_list]
+    for pub in pubs:
+        check_public(pub, sens)
+    resumable = any(p is not None and p.exists() for p in (done_pre, done_fine))
+    if not pubs and pretrained is None and not resumable:
+        raise InvalidData("no public data: pass public datasets or a pre-trained synthesizer")
+    if config is not None and not config.private and out_dataset is not None:
+        raise PrivacyError("refusing to release the output of the no-privacy ablation as a dataset")
+
+    if done_fine is not None and done_fine.exists():
+        print(f"resuming from {done_fine}: DP fine-tuning already done, sampling")
+        synth = load_synthesizer(done_fine)
+        check_model_fits(synth, sens)
+    else:
+        t0 = time.perf_counter()
+        if isinstance(pretrained, TransitionSynthesizer):
+            synth = pretrained
+        elif pretrained is not None:
+            synth = load_synthesizer(resolve_pretrained(pretrained))
+            check_model_fits(synth, sens)
+            if config is not None:  # keep the pre-trained architecture, take the rest of the caller's config
+                config = dataclasses.replace(config, denoiser=synth.config.denoiser, edm=synth.config.edm)
+                synth.config = config
+        elif done_pre is not None and done_pre.exists():
+            print(f"resuming from {done_pre}: pre-training already done, DP fine-tuning")
+            synth = load_synthesizer(done_pre)
+            check_model_fits(synth, sens)
+        else:
+            if not pubs:
+                raise InvalidData("no public data: pass public datasets or a pre-trained synthesizer")
+            synth = TransitionSynthesizer(config or demo_config())
+            if pretrain:
+                ckpt = wd / "pretrain-checkpoint.pt" if wd else None
+                if ckpt is not None and ckpt.exists():
+                    print(f"resuming pre-training from {ckpt}")
+                synth.pretrain(pubs, progress=progress, checkpoint=ckpt)
+            else:
+                synth.fit_public_stats(pubs)
+            if done_pre is not None and pretrain:
+                synth.save(done_pre)
+        seconds["pretrain"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        record_dp_request(synth.config, epsilon, delta, unit)
+        synth.finetune(sens, epsilon, delta, unit, progress=progress)
+        seconds["finetune"] = time.perf_counter() - t0
+        if done_fine is not None:
+            synth.save(done_fine)
+    t0 = time.perf_counter()
+    name = out_dataset or f"{sens.info.name}-synthetic-eps{epsilon:g}"
+    ds = prepare_release(synth.sample(n, progress=progress, name=name), sens.info)
+    seconds["sample"] = time.perf_counter() - t0
+    ledger = synth.ledger
+    spent = None
+    if synth.config.private:
+        spent = release_dataset(ds, ledger, out_dataset, epsilon_budget=epsilon, delta=delta, overwrite=overwrite)
+    elif out_dataset is not None:
+        raise PrivacyError("refusing to release the output of the no-privacy ablation as a dataset")
+    seconds["total"] = time.perf_counter() - t_all
+    return SynthesisResult(dataset=ds, ledger=ledger, synthesizer=synth, dataset_id=out_dataset, epsilon=spent, seconds=seconds)
+
+
+def _synthesize_registered(
+    name: str,
+    sensitive: OfflineDataset | str,
+    public_list: list[OfflineDataset | str],
+    *,
+    epsilon: float,
+    delta: float,
+    unit: str,
+    n: int,
+    preset: str | None,
+    config: Any,
+    out_dataset: str | None,
+    overwrite: bool,
+    progress: bool,
+    t_all: float,
+    unsupported: dict[str, bool],
+) -> SynthesisResult:
+    """make -> fit -> sample -> guarded release for a registered synthesizer other than PrivORL-n."""
+    from privsynth.privacy.accounting import check_delta
+    from privsynth.synth import registry
+
+    entry = registry.entry(name)  # an unknown name fails here, before any data is read
+    given = [k for k, v in unsupported.items() if v]
+    if given:
+        raise InvalidData(f"{', '.join(given)} is available for privorl-n only, not for {name}")
+    if unit not in entry.units:
+        raise InvalidData(f"{name} protects {' or '.join(entry.units)}, not '{unit}'")
+    if not public_list:
+        raise InvalidData(f"{name} needs public data (pre-training, bins, normaliser): pass public datasets")
+    synth = registry.make(name, preset=preset or "cpu", config=config)  # bad presets/settings: before the data
+    sens = as_dataset(sensitive).mark_sensitive(True)
+    check_delta(delta, sens.n_transitions if unit == "transition" else sens.n_episodes)
+    from privsynth.data.minari_io import check_env_spaces
+
+    check_env_spaces(sens.info, sens.obs_dim, sens.act_dim)
+    pubs = [as_dataset(p) for p in public_list]
+    for pub in pubs:
+        check_public(pub, sens)
+    record_dp_request(synth.config, epsilon, delta, unit)
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    registry.fit(synth, sens, public=pubs, epsilon=epsilon, delta=delta, unit=unit, progress=progress)
+    seconds["fit"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ds_name = out_dataset or f"{sens.info.name}-synthetic-{name}-eps{epsilon:g}"
+    ds = prepare_release(registry.sample(synth, n_transitions=n, name=ds_name, progress=progress), sens.info)
+    seconds["sample"] = time.perf_counter() - t0
+    spent = release_dataset(ds, synth.ledger, out_dataset, epsilon_budget=epsilon, delta=delta, overwrite=overwrite)
+    seconds["total"] = time.perf_counter() - t_all
+    return SynthesisResult(dataset=ds, ledger=synth.ledger, synthesizer=synth, dataset_id=out_dataset, epsilon=spent,
+                           seconds=seconds)

@@ -1,0 +1,65 @@
+"""Post-processing of synthetic rows before release: the sensitive dataset's environment facts and support.
+
+Everything here is free under DP (a function of DP outputs and public facts, docs/DESIGN.md invariants 1 and 8).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from privsynth.data.dataset import DatasetInfo, OfflineDataset
+
+__all__ = ["ENV_FACT_FIELDS", "environment_facts", "prepare_release"]
+
+# What a release takes from the sensitive dataset's DatasetInfo: public facts of its environment (the id and kwargs
+# that rebuild it, which Dict keys the columns hold, the action box, D4RL reference returns of a random and an expert
+# policy on it). None is a statistic of the sensitive rows (DESIGN invariants 1, 7, 8).
+ENV_FACT_FIELDS = ("env_id", "env_kwargs", "obs_keys", "action_low", "action_high", "ref_min_score", "ref_max_score")
+
+
+def environment_facts(info: DatasetInfo) -> dict[str, Any]:
+    """The :data:`ENV_FACT_FIELDS` of ``info`` (copied)."""
+    return {k: copy.deepcopy(getattr(info, k)) for k in ENV_FACT_FIELDS}
+
+
+def prepare_release(dataset: OfflineDataset, environment: DatasetInfo | None) -> OfflineDataset:
+    """Post-processing of synthetic rows before release (free under DP): the environment's facts and support.
+
+    With ``environment`` (the sensitive dataset's info): the release carries its :func:`environment_facts` (checked
+    against the environment's spaces). Then rows are clipped to the support: actions to the action box (discrete
+    actions rounded to a valid index), observations
+    and next observations to the finite bounds of the observation space, and terminals cleared in an environment
+    that never terminates (:func:`privsynth.data.envs.never_terminates`). Returns a new dataset.
+    """
+    from privsynth.data.envs import never_terminates, observation_bounds
+    from privsynth.data.minari_io import check_env_spaces, env_spaces
+
+    info = dataset.info
+    if environment is not None:
+        info = dataclasses.replace(info, **environment_facts(environment))
+    check_env_spaces(info, dataset.obs_dim, dataset.act_dim)
+    actions, obs, nxt, terminals = dataset.actions, dataset.observations, dataset.next_observations, dataset.terminals
+    spaces = env_spaces(info)
+    low = high = None
+    if spaces is not None and isinstance(spaces[1], gym.spaces.Discrete):  # indices: round, then clip
+        act_space = spaces[1]
+        actions = np.rint(actions)
+        low, high = np.array([act_space.start]), np.array([act_space.start + act_space.n - 1])
+    elif spaces is not None:
+        low, high = spaces[1].low, spaces[1].high
+    elif info.action_low is not None and info.action_high is not None:
+        low, high = np.asarray(info.action_low), np.asarray(info.action_high)
+    if low is not None and high is not None:
+        actions = np.clip(actions, low.astype(np.float32), high.astype(np.float32))
+    if spaces is not None and isinstance(spaces[0], (gym.spaces.Box, gym.spaces.Dict)):
+        olow, ohigh = observation_bounds(spaces[0], info.obs_keys)
+        obs, nxt = np.clip(obs, olow, ohigh), np.clip(nxt, olow, ohigh)
+    if never_terminates(info.env_id, info.env_kwargs):
+        terminals = np.zeros_like(terminals)
+    return dataclasses.replace(
+        dataset, observations=obs, actions=actions, next_observations=nxt, terminals=terminals, info=info
+    )
