@@ -26,7 +26,15 @@ from privsynth.evaluation.runner import CellContext, load_dataset_file, register
 
 
 # ----------------------------------------------------------------------------------------------------- helpers
-SYNTHESIZERS = ("privorl_n",)  # names a suite may use for ``synthesizer`` (plus "real" in downstream cells)
+def _registered() -> tuple[str, ...]:
+    from privsynth.synth.registry import names
+
+    return tuple(names())
+
+
+# names a suite may use for ``synthesizer``: every registered name, and ``privorl_n`` for the PrivORL-n pipeline with a
+# shared pre-training stage (plus "real" in downstream cells)
+SYNTHESIZERS = ("privorl_n", *_registered())
 
 
 def _check_synthesizer(params: dict[str, Any]) -> None:
@@ -103,6 +111,10 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     from privsynth.synth import TransitionSynthesizer
 
     _check_synthesizer(params)
+    name = params.get("synthesizer", "privorl_n")
+    staged = name == "privorl_n" or (name == "privorl-n" and (ctx.upstream is not None or params.get("pretrain") == "none"))
+    if not staged:
+        return _synthesize_registered(name, params, ctx)
     seed = int(params.get("seed", 0))
     epsilon = params.get("epsilon")
     sensitive = ctx.dataset(params["data"]["sensitive"])
@@ -137,6 +149,39 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
             out[f"dp_{key}" if key != "final_loss" else key] = hist[key]
     if synth.config.private and synth.ledger is not None:
         (ctx.artifact_dir / "ledger.json").write_text(synth.ledger.to_json())
+    out["peak_rss_mb"] = _peak_rss_mb()
+    return out
+
+
+def _synthesize_registered(name: str, params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
+    """Any registered synthesizer through the same steps: make (preset + overrides from ``config``), fit (pre-train on
+    the public data, DP fine-tune at ``epsilon``), sample ``num_samples`` transitions, save data, model and ledger."""
+    from privsynth.release import release_dataset
+    from privsynth.synth import registry
+
+    entry = registry.entry(name)
+    if params.get("epsilon") is None:
+        raise InvalidData(f"cell {ctx.cell_id}: {name} runs only with a DP budget; give an epsilon")
+    epsilon, delta = float(params["epsilon"]), float(params.get("delta", 1e-5))
+    unit = params.get("unit", entry.units[0])
+    spec = dict(params.get("config") or {})
+    synth = registry.make(name, preset=spec.pop("preset", "cpu"), **spec.get(name, {}))
+    if hasattr(synth.config, "seed"):
+        synth.config.seed = int(params.get("seed", 0))
+    sensitive = ctx.dataset(params["data"]["sensitive"])
+    t0 = time.perf_counter()
+    registry.fit(synth, sensitive, public=_public(params, ctx), epsilon=epsilon, delta=delta, unit=unit)
+    out: dict[str, Any] = {"fit_seconds": time.perf_counter() - t0, "unit": unit}
+    n = int(params.get("num_samples", 0))
+    if n > 0:
+        t0 = time.perf_counter()
+        synthetic = registry.sample(synth, n_transitions=n, seed=int(params.get("seed", 0)))
+        out["sample_seconds"] = time.perf_counter() - t0
+        out["n_synthetic"] = len(synthetic)
+        out["dp_epsilon"] = release_dataset(synthetic, synth.ledger, None, epsilon_budget=epsilon, delta=delta)
+        save_dataset(synthetic, ctx.artifact_dir / "synthetic.npz")
+    synth.save(ctx.artifact_dir / "model.ckpt")  # registry.load reads it back (format tag inside the file)
+    (ctx.artifact_dir / "ledger.json").write_text(synth.ledger.to_json())
     out["peak_rss_mb"] = _peak_rss_mb()
     return out
 
