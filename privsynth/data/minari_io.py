@@ -11,7 +11,7 @@ Ids: Minari ids look like ``namespace/name-vN``. An id without a namespace gets 
 when read. When reading, an id without a namespace is first looked up as given (a dataset made by other Minari tools)
 and then under ``privsynth/``.
 
-Layout ("standard", format 2): what any Minari consumer reads right (DESIGN invariant 8).
+Layout ("standard", format 2): what any Minari consumer reads right (docs/DESIGN.md invariant 8).
 
 * Minari episodes are the maximal chained runs of a dataset episode (:func:`minari_episode_bounds`): an episode of a
   real rollout stays one Minari episode; independent synthetic transitions become one Minari episode each, with

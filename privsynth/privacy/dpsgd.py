@@ -5,7 +5,7 @@ by privacy unit, and a :class:`DPSGDConfig` in; trained weights (in place) and a
 
 * **Privacy unit.** ``items`` are tensors whose dim 0 is the unit. With ``unit="trajectory"`` one item is a whole
   trajectory (padded [L, D] with a mask, or its fragments [F, H, D]); ``loss_module`` returns the **sum** of the
-  losses of all its transitions/fragments, so one trajectory's gradient is clipped once (DESIGN invariant 2). Records
+  losses of all its transitions/fragments, so one trajectory's gradient is clipped once (docs/DESIGN.md invariant 2). Records
   are never duplicated; the sample rate is q = batch_size / N_units.
 * **Sampling.** Each step draws every unit independently with probability q (Poisson); steps = round(epochs / q).
   An empty draw still takes a step (noise only), as the analysis assumes.

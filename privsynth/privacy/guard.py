@@ -1,4 +1,4 @@
-"""The release guard: nothing leaves privsynth whose ledger exceeds the caller's budget (DESIGN invariant 3).
+"""The release guard: nothing leaves privsynth whose ledger exceeds the caller's budget (docs/DESIGN.md invariant 3).
 
 :func:`check_budget` raises :class:`~privsynth.errors.BudgetExceeded`. :func:`guarded_write` writes an artifact
 (file or directory) to a temporary sibling path, checks the ledger, and renames it into place; on refusal or on any

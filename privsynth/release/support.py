@@ -17,7 +17,7 @@ __all__ = ["ENV_FACT_FIELDS", "environment_facts", "prepare_release"]
 
 # What a release takes from the sensitive dataset's DatasetInfo: public facts of its environment (the id and kwargs
 # that rebuild it, which Dict keys the columns hold, the action box, D4RL reference returns of a random and an expert
-# policy on it). None is a statistic of the sensitive rows (DESIGN invariants 1, 7, 8).
+# policy on it). None is a statistic of the sensitive rows (docs/DESIGN.md invariants 1, 7, 8).
 ENV_FACT_FIELDS = ("env_id", "env_kwargs", "obs_keys", "action_low", "action_high", "ref_min_score", "ref_max_score")
 
 

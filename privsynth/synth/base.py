@@ -1,4 +1,4 @@
-"""The interface every synthesizer in privsynth implements (DESIGN: synth/).
+"""The interface every synthesizer in privsynth implements (docs/DESIGN.md, "The synthesizer registry").
 
 ``pretrain(public)`` learns from public data without privacy; ``finetune(sensitive, epsilon, delta, unit)`` learns from
 the sensitive data through an accounted DP mechanism and records it on :attr:`Synthesizer.ledger`;

@@ -8,7 +8,7 @@ model is built. The adapter
 * says what one *unit* is (:meth:`DiffusionAdapter.records`): a transition, or a whole trajectory, and how per-row
   scores add up to a unit score (:meth:`DiffusionAdapter.aggregate`).
 
-Attacks use the EMA weights, i.e. the weights that are released and that sampling uses (DESIGN invariant 4).
+Attacks use the EMA weights, i.e. the weights that are released and that sampling uses (docs/DESIGN.md invariant 4).
 """
 from __future__ import annotations
 

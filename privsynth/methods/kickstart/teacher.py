@@ -126,7 +126,7 @@ class PrivateTeacher:
     ``policy`` maps a float32 observation batch [B, d] to logits [B, m] (a torch module or any callable).
     ``noise``: where the Dirichlet samples come from: OS entropy by default; ``NoiseSource.reproducible(seed)``
     replays them for tests and marks every ledger event not DP. There is no seed: the teacher has no non-private
-    randomness, and a seed someone can read must never determine its answers (DESIGN invariant 6).
+    randomness, and a seed someone can read must never determine its answers (docs/DESIGN.md invariant 6).
     """
 
     def __init__(

@@ -319,7 +319,7 @@ def train_tdp_ensemble(sensitive: TrajectoryTensors, model: GaussianEnsemble, cf
         z = acc.calibrate_noise_multiplier(cfg.target_epsilon, cfg.delta, cfg.sample_rate, cfg.rounds, cfg.accountant)
     else:
         z = float(cfg.noise_multiplier)
-    # privacy randomness (Poisson masks, Gaussian noise) from the NoiseSource, never from cfg.seed (DESIGN inv. 6);
+    # privacy randomness (Poisson masks, Gaussian noise) from the NoiseSource, never from cfg.seed (docs/DESIGN.md invariant 6);
     # the seed keeps the local minibatch orders reproducible (they stay inside the clip ball: not part of the analysis)
     source = NoiseSource() if cfg.noise_seed is None else NoiseSource.reproducible(cfg.noise_seed)
     mask_gen, noise_gen = source.torch_generator(), source.torch_generator()
