@@ -76,3 +76,24 @@ def test_import_csv_parquet_and_release_within_the_action_space(tmp_path, capsys
     assert not out.terminals.any()  # Pendulum never terminates
     obs_space = gym.make("Pendulum-v1").observation_space
     assert np.all(out.observations <= obs_space.high) and np.all(out.observations >= obs_space.low)
+
+
+def test_synthesize_without_public_data_in_the_cli_charges_the_dp_normaliser(tmp_path, capsys):
+    """Issue 22 item 7: no public data; the DP normaliser within public bounds is charged to the ledger."""
+    from privsynth.privacy.ledger import Ledger
+
+    pendulum_frame(seed=3).to_csv(tmp_path / "mine.csv", index=False)
+    assert main(["datasets", "import", str(tmp_path / "mine.csv"), "--env-id", "Pendulum-v1"]) == 0
+    base = ["synthesize", "--sensitive", "mine", "--epsilon", "8", "--delta", "1e-3", "-n", "300", "--config", "tiny",
+            "--out-dataset", "nopub", "--quiet"]
+    assert main(base) == 2 and "no public data" in capsys.readouterr().err
+    assert main(base + ["--dp-normalizer", "1"]) == 2 and "reward bounds" in capsys.readouterr().err
+    assert main(base + ["--dp-normalizer", "1", "--reward-bounds=-17,0"]) == 0, capsys.readouterr().err
+    out = minari_io.load_dataset("nopub")
+    card = out.info.privacy_card
+    ledger = Ledger.from_dict(card["ledger"])
+    assert [ev.mechanism for ev in ledger.events] == ["gaussian", "dpsgd"]  # the normaliser is charged, first
+    assert ledger.events[0].params["noise"] == "secure" and card["epsilon"] <= 8.0 + 1e-9
+    assert card["normalizer"] == "dp" and not card["public_data"]
+    space = gym.make("Pendulum-v1").action_space
+    assert all(space.contains(a) for a in out.actions)

@@ -192,6 +192,19 @@ def cmd_sample(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pair(text: str | None, flag: str) -> tuple[float, float] | None:
+    """``"LOW,HIGH"`` -> (low, high)."""
+    if text is None:
+        return None
+    try:
+        low, high = (float(v) for v in text.split(","))
+    except ValueError:
+        raise InvalidData(f"{flag} takes LOW,HIGH (two numbers), got '{text}'") from None
+    if not high > low:
+        raise InvalidData(f"{flag}: HIGH must exceed LOW, got '{text}'")
+    return low, high
+
+
 def _registered_options(args: argparse.Namespace) -> dict:
     """Settings of a registered synthesizer other than privorl-n that the CLI can set; others are refused."""
     from privsynth.synth import registry
@@ -202,7 +215,7 @@ def _registered_options(args: argparse.Namespace) -> dict:
               "--sampler": args.sampler is not None, "--steps": args.steps is not None,
               "--checkpoint-every": args.checkpoint_every is not None, "--accountant": args.accountant is not None,
               "--noise-multiplicity": args.noise_multiplicity is not None,
-              "--finetune-curiosity": args.finetune_curiosity}
+              "--finetune-curiosity": args.finetune_curiosity, "--dp-normalizer": args.dp_normalizer is not None}
     given = [k for k, v in only_n.items() if v]
     if given:
         raise InvalidData(f"{', '.join(given)} applies to privorl-n only, not to {args.synth}")
@@ -240,6 +253,9 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         workdir=args.workdir,
         progress=not args.quiet,
+        normalizer_epsilon=args.dp_normalizer,
+        obs_bounds=_pair(args.obs_bounds, "--obs-bounds"),
+        reward_bounds=_pair(args.reward_bounds, "--reward-bounds"),
     )
     if args.save_model:
         res.synthesizer.save(args.save_model)
@@ -321,6 +337,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="PrivORL-n: stage checkpoints here; rerunning resumes (and says so)")
     p.add_argument("--checkpoint-every", type=int, default=None,
                    help="PrivORL-n: pre-training steps between resumable checkpoints")
+    p.add_argument("--dp-normalizer", type=float, default=None, metavar="EPS",
+                   help="PrivORL-n without public data: spend EPS of --epsilon on a DP normaliser within public bounds "
+                        "(charged to the ledger; DP-SGD gets the rest; the weights start untrained)")
+    p.add_argument("--obs-bounds", default=None, metavar="LOW,HIGH",
+                   help="public bounds for observation columns the environment spec leaves unbounded (--dp-normalizer)")
+    p.add_argument("--reward-bounds", default=None, metavar="LOW,HIGH",
+                   help="public reward bounds (--dp-normalizer; the environment spec has none)")
     p.add_argument("--save-model", default=None, help="also save the fine-tuned synthesizer here")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing dataset with this id, and discard unreadable resume files")

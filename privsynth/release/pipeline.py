@@ -61,6 +61,9 @@ def synthesize(
     overwrite: bool = False,
     workdir: str | Path | None = None,
     progress: bool = True,
+    normalizer_epsilon: float | None = None,
+    obs_bounds: tuple[float, float] | None = None,
+    reward_bounds: tuple[float, float] | None = None,
 ) -> SynthesisResult:
     """Any registered synthesizer end to end: pretrain (public) -> DP fine-tune (sensitive) -> sample -> guarded release.
 
@@ -73,6 +76,9 @@ def synthesize(
     * ``pretrain=False`` (PrivORL-n): the DPDM ablation: the normaliser is still fitted on ``public``, the weights start random.
     * ``workdir`` (PrivORL-n): stage checkpoints (``pretrained.pt``, ``finetuned.pt``) and the pre-training checkpoint; a rerun
       with the same ``workdir`` resumes from the last finished stage.
+    * ``normalizer_epsilon`` (PrivORL-n, no public data): spend this part of ``epsilon`` on a DP normaliser (clipped
+      mean and std within public bounds: the environment spec's, ``obs_bounds`` where it has none, and
+      ``reward_bounds``), charged to the ledger; DP-SGD gets the rest. The weights start untrained (DPDM).
     * ``out_dataset``: a Minari id to write; the release guard refuses if the ledger's ε exceeds ``epsilon``.
     """
     from privsynth.data.minari_io import check_env_spaces
@@ -112,8 +118,19 @@ def synthesize(
     for pub in pubs:
         check_public(pub, sens)
     resumable = any(p is not None and p.exists() for p in (done_pre, done_fine))
-    if not pubs and pretrained is None and not resumable:
-        raise InvalidData("no public data: pass public datasets or a pre-trained synthesizer")
+    dp_norm = normalizer_epsilon is not None
+    if dp_norm:
+        if pubs or pretrained is not None:
+            raise InvalidData("a DP normaliser is for runs without public data: drop it, or drop the public data")
+        if not 0 < normalizer_epsilon < epsilon:
+            raise PrivacyError(f"the normaliser's epsilon must lie in (0, {epsilon:g}), got {normalizer_epsilon:g}")
+        from privsynth.release.support import normaliser_bounds
+
+        bounds = normaliser_bounds(sens.info, sens.obs_dim, sens.act_dim, obs_bounds=obs_bounds,
+                                   reward_bounds=reward_bounds)  # before any sensitive row is read
+    elif not pubs and pretrained is None and not resumable:
+        raise InvalidData("no public data: pass public datasets, a pre-trained synthesizer, or a DP normaliser "
+                          "budget (normalizer_epsilon / --dp-normalizer)")
     if config is not None and not config.private and out_dataset is not None:
         raise PrivacyError("refusing to release the output of the no-privacy ablation as a dataset")
 
@@ -135,6 +152,15 @@ def synthesize(
             print(f"resuming from {done_pre}: pre-training already done, DP fine-tuning")
             synth = load_synthesizer(done_pre)
             check_model_fits(synth, sens)
+        elif dp_norm:
+            synth = TransitionSynthesizer(config or demo_config())
+            from privsynth.data.dataset import DatasetInfo
+            from privsynth.release.support import environment_facts
+
+            # the template is public: the environment's facts only, nothing else of the sensitive dataset's info
+            synth._build(sens.obs_dim, sens.act_dim, DatasetInfo(name=sens.info.name, **environment_facts(sens.info)))
+            synth.fit_dp_normalizer(sens, low=bounds[0], high=bounds[1], epsilon=float(normalizer_epsilon),
+                                    delta=delta, unit=unit, accountant=synth.config.dp.accountant)
         else:
             if not pubs:
                 raise InvalidData("no public data: pass public datasets or a pre-trained synthesizer")
@@ -151,7 +177,8 @@ def synthesize(
         seconds["pretrain"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         record_dp_request(synth.config, epsilon, delta, unit)
-        synth.finetune(sens, epsilon, delta, unit, progress=progress)
+        # with a DP normaliser, DP-SGD gets what is left; the guard checks the composed total against epsilon
+        synth.finetune(sens, epsilon - (normalizer_epsilon or 0.0), delta, unit, progress=progress)
         seconds["finetune"] = time.perf_counter() - t0
         if done_fine is not None:
             synth.save(done_fine)

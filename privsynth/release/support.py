@@ -13,7 +13,7 @@ import numpy as np
 
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
 
-__all__ = ["ENV_FACT_FIELDS", "environment_facts", "prepare_release"]
+__all__ = ["ENV_FACT_FIELDS", "environment_facts", "prepare_release", "normaliser_bounds"]
 
 # What a release takes from the sensitive dataset's DatasetInfo: public facts of its environment (the id and kwargs
 # that rebuild it, which Dict keys the columns hold, the action box, D4RL reference returns of a random and an expert
@@ -63,3 +63,47 @@ def prepare_release(dataset: OfflineDataset, environment: DatasetInfo | None) ->
     return dataclasses.replace(
         dataset, observations=obs, actions=actions, next_observations=nxt, terminals=terminals, info=info
     )
+
+
+def normaliser_bounds(
+    info: DatasetInfo,
+    obs_dim: int,
+    act_dim: int,
+    *,
+    obs_bounds: tuple[float, float] | None = None,
+    reward_bounds: tuple[float, float] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Public clipping box of every transition column (state | action | reward | next state | terminal) for a DP
+    normaliser: the environment spec's finite bounds, ``obs_bounds`` where the spec has none, the action box, and
+    ``reward_bounds`` (the spec never says). Raises naming the first column left without a finite bound."""
+    from privsynth.data.envs import observation_bounds
+    from privsynth.data.minari_io import env_spaces
+    from privsynth.errors import InvalidData
+
+    olow, ohigh = np.full(obs_dim, -np.inf), np.full(obs_dim, np.inf)
+    alow, ahigh = np.full(act_dim, -np.inf), np.full(act_dim, np.inf)
+    spaces = env_spaces(info)
+    if spaces is not None:
+        if isinstance(spaces[0], (gym.spaces.Box, gym.spaces.Dict)):
+            lo, hi = observation_bounds(spaces[0], info.obs_keys)
+            if lo.shape == (obs_dim,):
+                olow, ohigh = lo.astype(np.float64), hi.astype(np.float64)
+        if isinstance(spaces[1], gym.spaces.Discrete):
+            alow, ahigh = np.array([float(spaces[1].start)]), np.array([float(spaces[1].start + spaces[1].n - 1)])
+        elif isinstance(spaces[1], gym.spaces.Box):
+            alow, ahigh = spaces[1].low.reshape(-1).astype(np.float64), spaces[1].high.reshape(-1).astype(np.float64)
+    elif info.action_low is not None and info.action_high is not None:
+        alow, ahigh = np.asarray(info.action_low, dtype=np.float64), np.asarray(info.action_high, dtype=np.float64)
+    if obs_bounds is not None:
+        fill = ~(np.isfinite(olow) & np.isfinite(ohigh))
+        olow[fill], ohigh[fill] = float(obs_bounds[0]), float(obs_bounds[1])
+    if reward_bounds is None:
+        raise InvalidData("a DP normaliser needs public reward bounds: pass --reward-bounds LOW,HIGH")
+    low = np.concatenate([olow, alow, [float(reward_bounds[0])], olow, [0.0]])
+    high = np.concatenate([ohigh, ahigh, [float(reward_bounds[1])], ohigh, [1.0]])
+    names = ([f"observation {i}" for i in range(obs_dim)] + [f"action {i}" for i in range(act_dim)] + ["reward"]
+             + [f"next observation {i}" for i in range(obs_dim)] + ["terminal"])
+    for j, name in enumerate(names):
+        if not (np.isfinite(low[j]) and np.isfinite(high[j]) and high[j] > low[j]):
+            raise InvalidData(f"{name} has no finite public bound in the environment spec: pass --obs-bounds LOW,HIGH")
+    return low, high
