@@ -78,6 +78,7 @@ def test_import_csv_parquet_and_release_within_the_action_space(tmp_path, capsys
     assert np.all(out.observations <= obs_space.high) and np.all(out.observations >= obs_space.low)
 
 
+@pytest.mark.slow
 def test_synthesize_without_public_data_in_the_cli_charges_the_dp_normaliser(tmp_path, capsys):
     """Issue 22 item 7: no public data; the DP normaliser within public bounds is charged to the ledger."""
     from privsynth.privacy.ledger import Ledger

@@ -66,13 +66,21 @@ def _synth_view(synth, tmp: Path, n: int = 64) -> dict:
 _DESCRIPTION = ("release.description",)
 
 
-def _privorl_n(unit: str):
+def _privorl_n(unit: str, dp_normalizer: bool = False):
     def run(sens: OfflineDataset, tmp: Path) -> dict:
+        import dataclasses
+
         from privsynth.release import synthesize
         from test_transition_synth import public_data, tiny_config
 
-        res = synthesize(sens, public=[public_data()], epsilon=5.0, delta=1e-3, unit=unit, n=128, config=tiny_config(),
-                         out_dataset="privsynth/neighbour-v0", overwrite=True, progress=False)
+        if dp_normalizer:  # no public data: a DP normaliser within public bounds, charged to the ledger
+            sens = dataclasses.replace(sens, info=dataclasses.replace(sens.info, action_low=[-1.0, -1.0],
+                                                                      action_high=[1.0, 1.0]))
+            extra = dict(public=None, normalizer_epsilon=1.0, obs_bounds=(-10.0, 10.0), reward_bounds=(-5.0, 5.0))
+        else:
+            extra = dict(public=[public_data()])
+        res = synthesize(sens, epsilon=5.0, delta=1e-3, unit=unit, n=128, config=tiny_config(),
+                         out_dataset="privsynth/neighbour-v0", overwrite=True, progress=False, **extra)
         return {"release": minari_metadata("privsynth/neighbour-v0"), "card": res.dataset.info.privacy_card,
                 "info": res.dataset.info.to_dict(), "checkpoint": res.synthesizer.state()}
     return run
@@ -117,6 +125,9 @@ def _paths() -> list[ReleasingPath]:
         ReleasingPath("release privorl-n trajectory", _privorl_n("trajectory"), _sens_transitions,
                       _SAMPLE + _DESCRIPTION, slow=True),
     ]
+    paths.append(ReleasingPath("release privorl-n dp-normaliser", _privorl_n("transition", dp_normalizer=True),
+                               _sens_transitions, _SAMPLE + _DESCRIPTION + ("*.rows", "*normalizer.mean.*",
+                                                                            "*normalizer.std.*"), slow=True))
     for name in registry.names():  # every registered synthesizer, by construction
         if registry.entry(name).extra == "pgm" and importlib.util.find_spec("mbi") is None:
             continue
