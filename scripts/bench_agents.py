@@ -89,6 +89,31 @@ def corl_style_iql(obs_dim: int, act_dim: int, hidden: int = 256):
     return step
 
 
+def update_flops(name: str, args) -> float:
+    """FLOPs of one update (mean over two: TD3+BC's actor step runs every second update), by torch's counter."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    agent = make_agent(name, args.obs_dim, args.act_dim, num_updates=1_000_000)
+    buf = ReplayBuffer(random_dataset(1000, args.obs_dim, args.act_dim), seed=0)
+    total = 0
+    for _ in range(2):
+        with FlopCounterMode(display=False) as counter:
+            agent.update(buf.sample(args.batch))
+        total += counter.get_total_flops()
+    return total / 2
+
+
+def matmul_gflops(k: int, threads: int, width: int = 256, batch: int = 256) -> float:
+    """GFLOP/s per core of a ``[k, batch, width] x [k, width, width]`` baddbmm, this process's CPU time."""
+    x, w, b = torch.randn(k, batch, width), torch.randn(k, width, width), torch.randn(k, 1, width)
+    for _ in range(3):
+        torch.baddbmm(b, x, w)
+    c0 = time.process_time()
+    for _ in range(20):
+        torch.baddbmm(b, x, w)
+    return 20 * 2 * k * batch * width * width / (time.process_time() - c0) / threads / 1e9
+
+
 def bench_batched(args, data) -> None:
     """Unbatched vs batched K in (1, 4, 8), interleaved; agent-updates per CPU-second per core."""
     from privsynth.evaluation.agents.batched import stack_batches, stack_learners
@@ -97,7 +122,8 @@ def bench_batched(args, data) -> None:
     speedups = {}
     threads = torch.get_num_threads()
     for name in args.agents:
-        n = max(args.updates // 10, 10) if name == "edac" else args.updates
+        per_round = max(args.updates // args.rounds, 1)  # --updates timed updates per variant, over the rounds
+        n = max(per_round // 20, 2) if name == "edac" else per_round
         variants = {}  # label -> (step, sample, agents per step)
         single = make_agent(name, args.obs_dim, args.act_dim, num_updates=1_000_000)
         single.generator = torch.Generator().manual_seed(0)
@@ -130,6 +156,10 @@ def bench_batched(args, data) -> None:
                 cpu[label] += time.process_time() - c0
                 done[label] += n * k
         base = done["unbatched"] / cpu["unbatched"] / threads
+        flop = update_flops(name, args)
+        gflops = matmul_gflops(8, threads)
+        print(f"{name:6s} {flop / 1e9:.3f} GFLOP per update; batched 256x256 matmuls run at {gflops:.0f} GFLOP/s per "
+              f"core now, so at most {gflops * 1e9 / flop:.0f} updates/s per core if nothing but matmuls ran")
         for label in labels:
             per_core = done[label] / cpu[label] / threads
             print(f"{name:6s} {label:9s} {per_core:8.1f} agent-updates/s per core (CPU time), "
