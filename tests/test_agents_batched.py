@@ -10,7 +10,14 @@ import yaml
 
 from test_agents import LEARNERS, TINY, chain_dataset, pointmaze_info
 from privsynth.errors import InvalidData
-from privsynth.evaluation.agents import AgentJob, ReplayBuffer, fit_state_normalizer, train_agent, train_batched
+from privsynth.evaluation.agents import (
+    AgentJob,
+    ReplayBuffer,
+    fit_state_normalizer,
+    run_seeds,
+    train_agent,
+    train_batched,
+)
 from privsynth.evaluation.agents.batched import stack_batches, stack_learners
 from privsynth.evaluation.runner import Stage, _group_payloads, load_suite, register_group, run_suite
 
@@ -59,6 +66,15 @@ def test_each_slice_of_a_k4_update_is_its_own_agents_update(name):
     for x, y in zip(model.learners, singles):
         for (n, p), q in zip(x.named_parameters(), y.parameters()):
             torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=n)
+
+
+def test_run_seeds_batched_gives_the_sequential_summary():
+    data = chain_dataset()
+    kw = dict(seeds=(0, 1), num_updates=6, eval_every=3, eval_episodes=1, max_episode_steps=5, final_k=1,
+              config=TINY["td3bc"], progress=False)
+    seq, bat = run_seeds(data, pointmaze_info(), "td3bc", **kw), run_seeds(data, pointmaze_info(), "td3bc", batched=True, **kw)
+    assert [r.curve for r in bat.runs] == [r.curve for r in seq.runs] and bat.final_mean == seq.final_mean
+    assert [r.batched_with for r in bat.runs] == [2, 2]
 
 
 def test_stack_refuses_mixed_or_trained_learners():

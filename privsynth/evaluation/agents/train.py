@@ -358,8 +358,11 @@ def train_batched(
 
 
 def run_seeds(train_data: OfflineDataset, eval_info: DatasetInfo, agent: str = "iql", *,
-              seeds: Sequence[int] = (0, 1, 2), **kwargs: Any) -> SeedSummary:
-    """:func:`train_agent` for each seed (sequentially); mean ± std of the final and best scores."""
+              seeds: Sequence[int] = (0, 1, 2), batched: bool = False, **kwargs: Any) -> SeedSummary:
+    """:func:`train_agent` for each seed (sequentially), or with ``batched=True`` all seeds at once as one model
+    (:func:`train_batched`, same results); mean ± std of the final and best scores."""
     if not seeds:
         raise InvalidData("run_seeds needs at least one seed")
+    if batched:
+        return SeedSummary(train_batched([AgentJob(train_data, eval_info, s) for s in seeds], agent, **kwargs))
     return SeedSummary([train_agent(train_data, eval_info, agent, seed=s, **kwargs) for s in seeds])
