@@ -72,7 +72,8 @@ def test_run_seeds_batched_gives_the_sequential_summary():
     data = chain_dataset()
     kw = dict(seeds=(0, 1), num_updates=6, eval_every=3, eval_episodes=1, max_episode_steps=5, final_k=1,
               config=TINY["td3bc"], progress=False)
-    seq, bat = run_seeds(data, pointmaze_info(), "td3bc", **kw), run_seeds(data, pointmaze_info(), "td3bc", batched=True, **kw)
+    seq = run_seeds(data, pointmaze_info(), "td3bc", **kw)
+    bat = run_seeds(data, pointmaze_info(), "td3bc", batched=True, **kw)
     assert [r.curve for r in bat.runs] == [r.curve for r in seq.runs] and bat.final_mean == seq.final_mean
     assert [r.batched_with for r in bat.runs] == [2, 2]
 

@@ -174,8 +174,8 @@ def agent_cells(params_list: list[dict[str, Any]], ctxs: list[CellContext]) -> l
     jobs = [AgentJob(_source_data(p, c), c.dataset(p["data"]["sensitive"]).info, int(p.get("seed", 0)))
             for p, c in zip(params_list, ctxs)]
     first = params_list[0]
-    runs = train_batched(jobs, first["agent"], num_updates=int(first["num_updates"]), eval_every=first.get("eval_every"),
-                         eval_episodes=first.get("eval_episodes"), final_k=int(first.get("final_k", 3)),
+    runs = train_batched(jobs, first["agent"], num_updates=int(first["num_updates"]),
+                         eval_every=first.get("eval_every"), eval_episodes=first.get("eval_episodes"), final_k=int(first.get("final_k", 3)),
                          progress=False)
     return [{"final_score": r.final_score, "best_score": r.best_score, "updates_per_s": r.updates_per_s,
              "train_seconds": r.train_time, "eval_seconds": r.eval_time, "curve": r.curve,

@@ -38,6 +38,7 @@ from privsynth.evaluation.agents.train import (
 
 __all__ = [
     "AGENTS", "AgentJob", "AgentRun", "Batch", "EDAC", "EDACConfig", "EvalResult", "Evaluator", "IQL", "IQLConfig",
-    "Policy", "ReplayBuffer", "SeedSummary", "TD3BC", "TD3BCConfig", "fit_state_normalizer", "make_agent", "normalized_score",
+    "Policy", "ReplayBuffer", "SeedSummary", "TD3BC", "TD3BCConfig", "fit_state_normalizer", "make_agent",
+    "normalized_score",
     "run_seeds", "train_agent", "train_batched",
 ]

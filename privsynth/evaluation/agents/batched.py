@@ -2,26 +2,28 @@
 
 :func:`stack_learners` takes K ordinary learners (:class:`~privsynth.evaluation.agents.iql.IQL`,
 :class:`~privsynth.evaluation.agents.td3bc.TD3BC` or :class:`~privsynth.evaluation.agents.edac.EDAC`, each built
-under its own seed) and returns one batched learner whose every layer holds the K agents' weights as one tensor
-``[K·M, in, out]`` (M = members per agent: 1 for a V net or an actor, 2 for a twin critic, N for EDAC's ensemble),
-applied with one ``torch.baddbmm`` per layer. ``update(batch)`` takes a :class:`~privsynth.evaluation.agents.common.Batch`
-whose tensors carry a leading agent axis ``[K, B, ...]`` (each agent its own minibatch, from its own buffer and
-possibly its own dataset) and returns per-agent losses ``[K]``.
+under its own seed) and returns one batched learner in which every layer holds the weights of all K·M members
+(M = members per agent: 1 for a V net or an actor, 2 for a twin critic, N for EDAC's ensemble) as one tensor, applied
+with one ``torch.baddbmm``. ``update(batch)`` takes a :class:`~privsynth.evaluation.agents.common.Batch` whose
+tensors carry a leading agent axis ``[K, B, ...]`` (each agent its own minibatch, from its own buffer and possibly
+its own dataset) and returns per-agent losses ``[K]``.
 
 Why batched matmuls rather than ``torch.func.vmap(functional_call)``: the learners already run their critics as
-vectorised ensembles (``EnsembleLinear``), so stacking agents is only a larger ensemble axis, and autograd through
-``baddbmm`` needs no functorch transforms; EDAC's double backward (the diversity term) also works unchanged.
+vectorised ensembles (``EnsembleLinear``), so stacking agents is only a larger ensemble axis; autograd through
+``baddbmm`` needs no functorch transforms, and EDAC's double backward (the diversity term) works unchanged.
 
 **Same arithmetic as K separate runs.** Each agent's loss only reads its own slice of every stacked tensor, the
 per-agent losses are summed before the backward pass (so each slice's gradient is exactly its own loss's gradient),
 Adam and Polyak averaging are elementwise, and every random draw (minibatch indices, TD3+BC smoothing noise, EDAC's
-policy noise) comes from that agent's own ``torch.Generator`` in the order the unbatched learner draws it. On this
-torch/MKL build one slice of a ``baddbmm`` gives bit-for-bit the ``addmm`` of ``nn.Linear``, so K = 1 reproduces the
-unbatched learner exactly and every agent of a K-batch reproduces its separate run (tests/test_agents_batched.py).
+policy noise) comes from that agent's own ``torch.Generator`` in the order the unbatched learner draws it. Layers
+stacked from ``nn.Linear`` keep its ``[out, in]`` layout and its backward orientation (:class:`StackedLinear`),
+layers stacked from :class:`EnsembleLinear` keep theirs; with that, K = 1 reproduces the unbatched learner bit for
+bit on this torch/MKL build, and within a larger K each agent matches its own run to float rounding
+(tests/test_agents_batched.py).
 
 The speed-up is bounded by arithmetic: at batch 256 and width 256 one IQL update is ~0.5 GFLOP of matrix products and
-a single agent already runs them at a good fraction of a core's peak, so batching recovers only the launch and
-Python overhead (measured in ``scripts/bench_agents.py --batched`` and docs/agents.md).
+a single agent already runs them at about half a core's matmul rate, so batching recovers only the launch, Python
+and allocation overhead (``scripts/bench_agents.py --batched``; docs/agents.md).
 """
 from __future__ import annotations
 
@@ -277,7 +279,8 @@ class BatchedTD3BC(_Batched):
         self.actor = StackedMLP.from_members([_linears(x.actor) for x in learners])
         self.actor_target = StackedMLP.from_members([_linears(x.actor_target) for x in learners]).requires_grad_(False)
         self.critic = StackedMLP.from_members([_linears(x.critic) for x in learners])
-        self.critic_target = StackedMLP.from_members([_linears(x.critic_target) for x in learners]).requires_grad_(False)
+        self.critic_target = StackedMLP.from_members([_linears(x.critic_target) for x in learners])
+        self.critic_target.requires_grad_(False)
         self.actor_opt = make_adam(self.actor.parameters(), cfg.actor_lr)
         self.critic_opt = make_adam(self.critic.parameters(), cfg.critic_lr)
         self._critic_params = list(self.critic.parameters())
@@ -350,7 +353,8 @@ class BatchedEDAC(_Batched):
         self.mu = StackedMLP.from_members([[x.actor.mu] for x in learners])
         self.log_sigma = StackedMLP.from_members([[x.actor.log_sigma] for x in learners])
         self.critic = StackedMLP.from_members([_linears(x.critic) for x in learners])
-        self.critic_target = StackedMLP.from_members([_linears(x.critic_target) for x in learners]).requires_grad_(False)
+        self.critic_target = StackedMLP.from_members([_linears(x.critic_target) for x in learners])
+        self.critic_target.requires_grad_(False)
         self.log_alpha = nn.Parameter(torch.stack([x.log_alpha.detach() for x in learners]))  # [K, 1]
         self.target_entropy = learners[0].target_entropy
         self.actor_opt = make_adam([*self.trunk.parameters(), *self.mu.parameters(), *self.log_sigma.parameters()],
