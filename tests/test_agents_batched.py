@@ -49,8 +49,8 @@ def test_k1_reproduces_train_agent_exactly(name):
 
 @pytest.mark.parametrize("name", ["iql", "td3bc", "edac"])
 def test_each_slice_of_a_k4_update_is_its_own_agents_update(name):
-    """One update of 4 stacked agents, each with its own minibatch from its own dataset, moves every agent's weights
-    as its own unbatched update would (to float rounding: slices of a K = 4 matmul may sum in another order)."""
+    """Updates of 4 stacked agents, each with its own minibatch from its own dataset, move every agent's weights
+    exactly as its own unbatched updates do (bit for bit on this torch build)."""
     datasets = [chain_dataset(seed=j, offset=0.5 * j) for j in range(4)]
     singles = _learners(name, range(4))
     model = stack_learners(copy.deepcopy(singles))
@@ -61,11 +61,11 @@ def test_each_slice_of_a_k4_update_is_its_own_agents_update(name):
         want = [x.update(b) for x, b in zip(singles, batches)]
         for key, values in got.items():
             assert values.shape == (4,)
-            torch.testing.assert_close(values, torch.stack([w[key] for w in want]).reshape(4), rtol=1e-5, atol=1e-6)
+            assert torch.equal(values, torch.stack([w[key] for w in want]).reshape(4)), key
     model.write_back()
     for x, y in zip(model.learners, singles):
         for (n, p), q in zip(x.named_parameters(), y.parameters()):
-            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=n)
+            assert torch.equal(p, q), n
 
 
 def test_run_seeds_batched_gives_the_sequential_summary():
@@ -97,7 +97,7 @@ def test_stack_refuses_mixed_or_trained_learners():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["iql", "td3bc"])
 def test_k4_matches_four_separate_runs_in_distribution(name):
-    """K = 4 on seeds 0-3 against 4 separate runs: the same seeds give the same trajectories up to rounding; other
+    """K = 4 on seeds 0-3 against 4 separate runs: the same seeds give the same runs (losses and scores); other
     seeds (4-7) give losses whose mean agrees within the spread over seeds (Welch t below 4)."""
     data = chain_dataset()
     run = dict(RUN, num_updates=200, eval_every=200, log_every=50)
@@ -106,7 +106,8 @@ def test_k4_matches_four_separate_runs_in_distribution(name):
     other = [train_agent(data, pointmaze_info(), name, seed=s, config=TINY[name], **run) for s in range(4, 8)]
     key = {"iql": "q_loss", "td3bc": "critic_loss"}[name]
     b = np.array([r.losses[-1][1][key] for r in batched])
-    np.testing.assert_allclose(b, [r.losses[-1][1][key] for r in same], rtol=1e-3)
+    assert [r.losses for r in batched] == [r.losses for r in same]
+    assert [r.curve for r in batched] == [r.curve for r in same]
     o = np.array([r.losses[-1][1][key] for r in other])
     t = (b.mean() - o.mean()) / np.sqrt(b.var(ddof=1) / 4 + o.var(ddof=1) / 4)
     assert abs(t) < 4, (b, o)

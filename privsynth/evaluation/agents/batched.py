@@ -33,13 +33,13 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from privsynth.evaluation.agents.common import Batch, make_adam, soft_update
+from privsynth.evaluation.agents.common import Batch, soft_update
 from privsynth.evaluation.agents.edac import EDAC
 from privsynth.evaluation.agents.iql import IQL
 from privsynth.evaluation.agents.nets import EnsembleLinear, EnsembleMLP
 from privsynth.evaluation.agents.td3bc import TD3BC
 
-__all__ = ["StackedMLP", "BatchedIQL", "BatchedTD3BC", "BatchedEDAC", "stack_learners", "stack_batches"]
+__all__ = ["SliceAdam", "StackedLinear", "StackedMLP", "BatchedIQL", "BatchedTD3BC", "BatchedEDAC", "stack_learners", "stack_batches"]
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -59,6 +59,10 @@ class _StackedLinearFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         ctx.save_for_backward(x, weight)
+        if weight.shape[1] == 1 and weight.shape[0] > 1:
+            # a one-output head (IQL's V): MKL's batched kernel sums these dot products in another order than
+            # nn.Linear's addmm once the batch has more than one slice; K tiny addmm calls keep every slice exact
+            return torch.stack([torch.addmm(bias[k], x[k], weight[k].t()) for k in range(weight.shape[0])])
         return torch.baddbmm(bias, x, weight.transpose(1, 2))
 
     @staticmethod
@@ -150,7 +154,10 @@ def _member_forward(stack: StackedMLP, x: torch.Tensor, k: int, members: int) ->
     for i, layer in enumerate(stack.layers):
         w = layer.weight.unflatten(0, (-1, members))[:, k]
         b = layer.bias.unflatten(0, (-1, members))[:, k]
-        x = torch.baddbmm(b, x, w)
+        if w.shape[2] == 1 and w.shape[0] > 1:  # one-output head: per-slice addmm, as in _StackedLinearFn
+            x = torch.stack([torch.addmm(b[j], x[j], w[j]) for j in range(w.shape[0])])
+        else:
+            x = torch.baddbmm(b, x, w)
         if i < last:
             x = torch.relu(x)
     return x
@@ -164,6 +171,51 @@ def _repeat_members(x: torch.Tensor, members: int) -> torch.Tensor:
 def _randn(generators: Sequence[torch.Generator | None], shape: Sequence[int]) -> torch.Tensor:
     """Standard normals ``[K, *shape]``, agent k's slice from agent k's generator (as its unbatched learner draws)."""
     return torch.stack([torch.randn(tuple(shape), generator=g) for g in generators])
+
+
+class SliceAdam:
+    """Adam over stacked parameters that steps every agent's slice as its own tensor (torch's fused CPU kernel).
+
+    The fused kernel vectorises each tensor it is given and finishes odd-sized tails in scalar code, so one update of
+    a stacked ``[K, 1, A]`` log σ would round some elements differently from the unbatched learner's ``[A]``. Handing
+    the kernel one view per agent (rows ``j·M … (j+1)·M`` of every stacked tensor) gives each agent exactly the
+    arithmetic of its own ``torch.optim.Adam(fused=True)``. Defaults as torch's: β (0.9, 0.999), ε 1e-8.
+    """
+
+    def __init__(self, groups: Sequence[dict], k: int, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8) -> None:
+        self.k, self.betas, self.eps = k, betas, eps
+        self.param_groups = []
+        for g in groups:
+            params = list(g["params"])
+            exp_avg = [torch.zeros_like(x) for x in params]
+            exp_avg_sq = [torch.zeros_like(x) for x in params]
+            self.param_groups.append({
+                "params": params, "lr": float(g["lr"]), "step": torch.zeros((), dtype=torch.float32),
+                "views": [(x.detach().chunk(k), a.chunk(k), s.chunk(k)) for x, a, s in zip(params, exp_avg, exp_avg_sq)],
+            })
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for g in self.param_groups:
+            for x in g["params"]:
+                x.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        for g in self.param_groups:
+            ps, grads, avgs, sqs = [], [], [], []
+            for x, (pv, av, sv) in zip(g["params"], g["views"]):
+                if x.grad is None:
+                    continue
+                ps += pv
+                grads += x.grad.chunk(self.k)
+                avgs += av
+                sqs += sv
+            if not ps:
+                continue
+            g["step"] += 1
+            torch._fused_adam_(ps, grads, avgs, sqs, [], [g["step"]] * len(ps), lr=g["lr"], beta1=self.betas[0],
+                               beta2=self.betas[1], weight_decay=0.0, eps=self.eps, amsgrad=False, maximize=False)
 
 
 class _Batched(nn.Module):
@@ -208,13 +260,13 @@ class BatchedIQL(_Batched):
         self.actor_net = StackedMLP.from_members([_linears(x.actor.net) for x in learners])
         self.log_std = nn.Parameter(torch.stack([x.actor.log_std.detach() for x in learners]).unsqueeze(1))
         self.max_action = learners[0].actor.max_action
-        self.optimizer = make_adam(
+        self.optimizer = SliceAdam(
             [
                 {"params": list(self.v.parameters()), "lr": cfg.vf_lr},
                 {"params": list(self.q.parameters()), "lr": cfg.qf_lr},
                 {"params": [*self.actor_net.parameters(), self.log_std], "lr": cfg.actor_lr},
             ],
-            lr=cfg.actor_lr,
+            self.k,
         )
         self._actor_group = self.optimizer.param_groups[2]
         self._actor_group["lr"] = learners[0]._actor_group["lr"]
@@ -236,9 +288,11 @@ class BatchedIQL(_Batched):
         q_loss = (qs - q_target_value.unsqueeze(1)).square().flatten(1).mean(-1)
         exp_adv = torch.exp(cfg.beta * adv.detach()).clamp(max=cfg.exp_adv_max)
         mean = torch.tanh(self.actor_net(b.obs))
-        log_std = self.log_std.clamp(cfg.log_std_min, cfg.log_std_max)
-        z = (b.act - mean) * torch.exp(-log_std)
-        log_prob = (-0.5 * z.square() - log_std - _HALF_LOG_2PI).sum(-1)
+        log_std = self.log_std.clamp(cfg.log_std_min, cfg.log_std_max)  # [K, 1, A]
+        # per agent, so that log σ's gradient is reduced over each agent's batch as in the unbatched learner
+        log_prob = torch.stack([
+            (-0.5 * ((b.act[j] - mean[j]) * torch.exp(-log_std[j])).square() - log_std[j] - _HALF_LOG_2PI).sum(-1)
+            for j in range(self.k)])
         actor_loss = (exp_adv * -log_prob).mean(-1)
 
         self.optimizer.zero_grad(set_to_none=True)
@@ -281,8 +335,8 @@ class BatchedTD3BC(_Batched):
         self.critic = StackedMLP.from_members([_linears(x.critic) for x in learners])
         self.critic_target = StackedMLP.from_members([_linears(x.critic_target) for x in learners])
         self.critic_target.requires_grad_(False)
-        self.actor_opt = make_adam(self.actor.parameters(), cfg.actor_lr)
-        self.critic_opt = make_adam(self.critic.parameters(), cfg.critic_lr)
+        self.actor_opt = SliceAdam([{"params": self.actor.parameters(), "lr": cfg.actor_lr}], self.k)
+        self.critic_opt = SliceAdam([{"params": self.critic.parameters(), "lr": cfg.critic_lr}], self.k)
         self._critic_params = list(self.critic.parameters())
         self._online = self._critic_params + list(self.actor.parameters())
         self._targets = list(self.critic_target.parameters()) + list(self.actor_target.parameters())
@@ -357,10 +411,10 @@ class BatchedEDAC(_Batched):
         self.critic_target.requires_grad_(False)
         self.log_alpha = nn.Parameter(torch.stack([x.log_alpha.detach() for x in learners]))  # [K, 1]
         self.target_entropy = learners[0].target_entropy
-        self.actor_opt = make_adam([*self.trunk.parameters(), *self.mu.parameters(), *self.log_sigma.parameters()],
-                                   cfg.actor_lr)
-        self.critic_opt = make_adam(self.critic.parameters(), cfg.critic_lr)
-        self.alpha_opt = make_adam([self.log_alpha], cfg.alpha_lr)
+        actor_params = [*self.trunk.parameters(), *self.mu.parameters(), *self.log_sigma.parameters()]
+        self.actor_opt = SliceAdam([{"params": actor_params, "lr": cfg.actor_lr}], self.k)
+        self.critic_opt = SliceAdam([{"params": self.critic.parameters(), "lr": cfg.critic_lr}], self.k)
+        self.alpha_opt = SliceAdam([{"params": [self.log_alpha], "lr": cfg.alpha_lr}], self.k)
         self._critic_params = list(self.critic.parameters())
         self._target_params = list(self.critic_target.parameters())
         self.register_buffer("_off_diag", 1.0 - torch.eye(cfg.num_critics))
