@@ -186,7 +186,7 @@ class Stage:
     name: str = ""
     cases: list[dict[str, Any]] = field(default_factory=lambda: [{}])  # zipped settings, crossed with the grid
     cpus: float = 1.0  # CPUs one cell needs (the Ray executor reserves them; not part of the cell id)
-    group: int = 8  # at most this many compatible cells run as one job (kinds with a group runner); 1: never group
+    group: int = 4  # at most this many compatible cells run as one job (kinds with a group runner); 1: never group
 
 
 @dataclass
@@ -252,7 +252,7 @@ def load_suite(path: str | Path, results_dir: str | Path | None = None) -> Suite
             raise InvalidData(f"'cases' of stage '{s.get('name', s['kind'])}' must be a list of mappings")
         stages.append(Stage(kind=s["kind"], grid=grid, params=deep_merge(defaults, s.get("params") or {}),
                             needs=s.get("needs"), name=s.get("name", s["kind"]), cases=cases,
-                            cpus=float(s.get("cpus", 1)), group=max(1, int(s.get("group", 8)))))
+                            cpus=float(s.get("cpus", 1)), group=max(1, int(s.get("group", 4)))))
     names = [s.name for s in stages]
     if len(set(names)) != len(names):
         raise InvalidData(f"stage names in suite '{path.name}' must be unique, got {names}")
