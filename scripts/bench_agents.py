@@ -3,10 +3,16 @@
     OMP_NUM_THREADS=1 python scripts/bench_agents.py                     # IQL, TD3+BC, EDAC on one thread
     OMP_NUM_THREADS=2 python scripts/bench_agents.py --threads 2 --agents iql
     python scripts/bench_agents.py --reference                            # also a CORL-style unfused IQL loop
+    OMP_NUM_THREADS=1 python scripts/bench_agents.py --batched            # K = 1, 4, 8 stacked agents (issue 17)
 
 Goal (issue "Evaluation harness", part 1): at least 150 IQL updates/s at batch 256 on 2 cores. The machine is shared,
 so the script prints the load average next to the numbers and, besides wall-clock updates/s, updates per second of
 the process's own CPU time (with one thread, close to what an idle core gives; with N threads divide by N).
+
+``--batched`` (issue 17, item 1) times the unbatched learner beside batched learners of K = 1, 4, 8 agents
+(:mod:`privsynth.evaluation.agents.batched`) in one process, interleaved round by round so that load changes hit all
+variants alike, and reports agent-updates per CPU-second per core (K updates of a K-batch count K). The last line is
+the K = 8 speed-up per core of IQL and TD3+BC over the unbatched learner.
 """
 from __future__ import annotations
 
@@ -83,6 +89,90 @@ def corl_style_iql(obs_dim: int, act_dim: int, hidden: int = 256):
     return step
 
 
+def update_flops(name: str, args) -> float:
+    """FLOPs of one update (mean over two: TD3+BC's actor step runs every second update), by torch's counter."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    agent = make_agent(name, args.obs_dim, args.act_dim, num_updates=1_000_000)
+    buf = ReplayBuffer(random_dataset(1000, args.obs_dim, args.act_dim), seed=0)
+    total = 0
+    for _ in range(2):
+        with FlopCounterMode(display=False) as counter:
+            agent.update(buf.sample(args.batch))
+        total += counter.get_total_flops()
+    return total / 2
+
+
+def matmul_gflops(k: int, threads: int, width: int = 256, batch: int = 256) -> float:
+    """GFLOP/s per core of a ``[k, batch, width] x [k, width, width]`` baddbmm, this process's CPU time."""
+    x, w, b = torch.randn(k, batch, width), torch.randn(k, width, width), torch.randn(k, 1, width)
+    for _ in range(3):
+        torch.baddbmm(b, x, w)
+    c0 = time.process_time()
+    for _ in range(20):
+        torch.baddbmm(b, x, w)
+    return 20 * 2 * k * batch * width * width / (time.process_time() - c0) / threads / 1e9
+
+
+def bench_batched(args, data) -> None:
+    """Unbatched vs batched K in (1, 4, 8), interleaved; agent-updates per CPU-second per core."""
+    from privsynth.evaluation.agents.batched import stack_batches, stack_learners
+
+    ks = [int(k) for k in args.ks]
+    speedups = {}
+    threads = torch.get_num_threads()
+    for name in args.agents:
+        per_round = max(args.updates // args.rounds, 1)  # --updates timed updates per variant, over the rounds
+        n = max(per_round // 20, 2) if name == "edac" else per_round
+        variants = {}  # label -> (step, sample, agents per step)
+        single = make_agent(name, args.obs_dim, args.act_dim, num_updates=1_000_000)
+        single.generator = torch.Generator().manual_seed(0)
+        buf = ReplayBuffer(data, fit_state_normalizer(data), seed=0)
+        variants["unbatched"] = (single.update, lambda b=buf: b.sample(args.batch), 1)
+        for k in ks:
+            learners = []
+            for j in range(k):
+                torch.manual_seed(j)
+                x = make_agent(name, args.obs_dim, args.act_dim, num_updates=1_000_000)
+                x.generator = torch.Generator().manual_seed(j)
+                learners.append(x)
+            model = stack_learners(learners)
+            bufs = [ReplayBuffer(data, fit_state_normalizer(data), seed=j) for j in range(k)]
+            variants[f"K={k}"] = (model.update, lambda bs=bufs: stack_batches([b.sample(args.batch) for b in bs]), k)
+        cpu = dict.fromkeys(variants, 0.0)
+        wall = dict.fromkeys(variants, 0.0)
+        done = dict.fromkeys(variants, 0)
+        for step, sample, _ in variants.values():  # warm-up
+            for _ in range(args.warmup):
+                step(sample())
+        labels = list(variants)
+        for r in range(args.rounds):
+            for label in labels[r % len(labels):] + labels[: r % len(labels)]:  # rotate the order every round
+                step, sample, k = variants[label]
+                t0, c0 = time.perf_counter(), time.process_time()
+                for _ in range(n):
+                    step(sample())
+                wall[label] += time.perf_counter() - t0
+                cpu[label] += time.process_time() - c0
+                done[label] += n * k
+        base = done["unbatched"] / cpu["unbatched"] / threads
+        flop = update_flops(name, args)
+        gflops = matmul_gflops(8, threads)
+        print(f"{name:6s} {flop / 1e9:.3f} GFLOP per update; batched 256x256 matmuls run at {gflops:.0f} GFLOP/s per "
+              f"core now, so at most {gflops * 1e9 / flop:.0f} updates/s per core if nothing but matmuls ran")
+        for label in labels:
+            per_core = done[label] / cpu[label] / threads
+            print(f"{name:6s} {label:9s} {per_core:8.1f} agent-updates/s per core (CPU time), "
+                  f"{done[label] / wall[label]:8.1f} per wall-second, x{per_core / base:5.2f} vs unbatched")
+        if "K=8" in variants:
+            speedups[name] = (done["K=8"] / cpu["K=8"]) / (done["unbatched"] / cpu["unbatched"])
+    print(f"load average {os.getloadavg()[0]:.2f} (after)")
+    if "K=8" in [f"K={k}" for k in ks]:
+        label = {"iql": "IQL", "td3bc": "TD3+BC", "edac": "EDAC"}
+        parts = [f"{label[a]} {speedups[a]:.2f}x" for a in ("iql", "td3bc") if a in speedups]
+        print("batched K=8 speedup per core: " + ", ".join(parts))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--agents", nargs="+", default=list(AGENTS), choices=list(AGENTS))
@@ -94,6 +184,9 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--reference", action="store_true", help="also time a CORL-style unfused IQL loop")
     ap.add_argument("--eval-episodes", type=int, default=0, help="also time N PointMaze evaluation episodes")
+    ap.add_argument("--batched", action="store_true", help="unbatched vs batched K = 1, 4, 8 agents (issue 17)")
+    ap.add_argument("--ks", nargs="+", default=["1", "4", "8"], help="batch sizes K for --batched")
+    ap.add_argument("--rounds", type=int, default=4, help="interleaved rounds for --batched")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -103,6 +196,9 @@ def main() -> None:
     sample = lambda: buf.sample(args.batch)  # noqa: E731
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, batch {args.batch}, "
           f"obs/act {args.obs_dim}/{args.act_dim}, load average {os.getloadavg()[0]:.2f} (before)")
+    if args.batched:
+        bench_batched(args, data)
+        return
     for name in args.agents:
         n = max(args.updates // 5, 20) if name == "edac" else args.updates
         agent = make_agent(name, args.obs_dim, args.act_dim, num_updates=1_000_000)

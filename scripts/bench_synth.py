@@ -11,6 +11,8 @@ not look at sensitive data).
     OMP_NUM_THREADS=1 python scripts/bench_synth.py --scale benchmark     # umaze 100k
     OMP_NUM_THREADS=1 python scripts/bench_synth.py --million             # also time 1M DPM-20 samples
     OMP_NUM_THREADS=1 python scripts/bench_synth.py --arch-sweep
+    OMP_NUM_THREADS=1 python scripts/bench_synth.py --sampling            # rows/CPU-s vs chunk size, fidelity vs
+                                                                          # DPM steps (public data), 1M rows on 2 cores
 
 Data are generated with :mod:`privsynth.data.pointmaze` (or read from the Minari store if ``--sensitive`` / ``--public``
 name existing dataset ids). CPU seconds are reported beside wall seconds because the machines are shared.
@@ -86,6 +88,61 @@ def arch_sweep(args: argparse.Namespace) -> None:
         )
 
 
+def sampling_bench(args: argparse.Namespace) -> None:
+    """Issue 17 item 3: sampling speed of the shipped public model, on public data only (invariant 9).
+
+    1. rows per CPU-second of DPM-Solver-20 against the rows per sampler call (cache effects);
+    2. fidelity against the model's public training data as a function of the DPM-Solver step count;
+    3. one million rows over two worker processes (``privsynth.synth.sharded``) with the chosen step count.
+    """
+    from privsynth.evaluation.executors import LocalExecutor
+    from privsynth.synth.pretrained import pretrained_card, resolve_pretrained
+    from privsynth.synth.sampling import CHUNK_ROWS, sample_dpm
+    from privsynth.synth.sharded import sample_sharded
+
+    path = resolve_pretrained(args.sampling_model)
+    synth = TransitionSynthesizer.load(path)
+    model, dim = synth.released.eval(), synth.data_dim
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; model {args.sampling_model} "
+          f"({synth.n_parameters()} parameters, {dim} columns); torch threads {torch.get_num_threads()}", flush=True)
+    total = args.chunk_rows_total
+    rates = {}
+    for rep in range(2):  # the first pass warms up; the second is reported
+        for rows in (1024, 2048, 4096, 8192, 16384, 50_000):
+            gen = torch.Generator().manual_seed(0)
+            _, wall, cpu = timed(lambda: [sample_dpm(model, rows, dim, 20, gen) for _ in range(max(total // rows, 1))])
+            done = max(total // rows, 1) * rows
+            rates[rows] = done / cpu
+            if rep:
+                print(f"chunk {rows:6d} rows: {done / cpu:7.0f} rows/cpu-s ({done / wall:7.0f} rows/wall-s) -> 1M rows "
+                      f"in {1e6 / (done / cpu):5.0f} cpu-s at DPM-20", flush=True)
+    print(f"sampling uses chunks of {CHUNK_ROWS} rows (privsynth.synth.sampling.CHUNK_ROWS): "
+          f"{rates[CHUNK_ROWS] / rates[50_000]:.2f}x the rows/cpu-s of the old 50k batches", flush=True)
+
+    maps = [d["config"] for d in pretrained_card(args.sampling_model).get("public_data", [])]
+    public = np.concatenate([load_maze(c["maze"], args.public_steps, seed=c["seed"]).transition_matrix() for c in maps])
+    print(f"fidelity against {len(public)} public rows ({', '.join(c['maze'] for c in maps)}, seed of the card, "
+          f"{args.public_steps} steps each); {args.n_eval} synthetic rows per point", flush=True)
+    curve = {}
+    for steps in args.steps_grid:
+        syn, wall, cpu = timed(lambda: synth.sample(args.n_eval, seed=1, method="dpm", steps=steps))
+        curve[steps] = fidelity(public, syn.transition_matrix())
+        print(f"DPM-Solver {steps:3d} steps: marginal {curve[steps][0]:.4f} correlation {curve[steps][1]:.4f} "
+              f"({args.n_eval / cpu:6.0f} rows/cpu-s)", flush=True)
+    ref_m, ref_c = curve[max(curve)]
+    ok = [s for s in sorted(curve) if curve[s][0] >= ref_m - args.tolerance and curve[s][1] >= ref_c - args.tolerance]
+    chosen = ok[0]
+    print(f"fewest steps within {args.tolerance} of the {max(curve)}-step fidelity: {chosen}", flush=True)
+
+    for steps in sorted({chosen, 20}):
+        with LocalExecutor(2) as ex:
+            _, wall, _ = timed(lambda: sample_sharded(synth, path, 1_000_000, shards=2, executor=ex, seed=3,
+                                                      method="dpm", steps=steps))
+        shard_s = [s["seconds"] for s in synth.last_sample_stats["shards"]]
+        print(f"1,000,000 rows, DPM-Solver {steps} steps, 2 worker processes: {wall:.1f} s wall "
+              f"(shards {shard_s[0]:.1f} s and {shard_s[1]:.1f} s; load average {os.getloadavg()[0]:.1f})", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scale", choices=tuple(SCALES), default="demo")
@@ -101,8 +158,17 @@ def main() -> None:
     ap.add_argument("--sweep-steps", type=int, default=3000)
     ap.add_argument("--probe-steps", type=int, default=200, help="with --pretrained: steps timed to get s/epoch")
     ap.add_argument("--json", default=None, help="also write the numbers to this file")
+    ap.add_argument("--sampling", action="store_true", help="sampling speed and fidelity-vs-steps (issue 17 item 3)")
+    ap.add_argument("--sampling-model", default="pointmaze-umaze", help="shipped public model for --sampling")
+    ap.add_argument("--chunk-rows-total", type=int, default=100_000, help="rows timed per chunk size")
+    ap.add_argument("--public-steps", type=int, default=30_000, help="public transitions per map for --sampling")
+    ap.add_argument("--steps-grid", type=int, nargs="+", default=[4, 6, 8, 10, 12, 16, 20, 30, 50])
+    ap.add_argument("--tolerance", type=float, default=0.005, help="fidelity loss allowed against the most steps")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    if args.sampling:
+        sampling_bench(args)
+        return
     if args.arch_sweep:
         arch_sweep(args)
         return

@@ -6,7 +6,8 @@ The kinds glue library functions, nothing more:
 * ``synthesize``: DP fine-tune of the upstream pre-trained checkpoint on the sensitive dataset (or plain fine-tune for
   ``epsilon: null``), then sampling; writes ``synthetic.npz``, ``model.pt`` and the ledger.
 * ``agent``: :func:`privsynth.evaluation.agents.train_agent` on the synthetic (or, for ``synthesizer: real``, the real)
-  data, evaluated in the real environment; final (last-K mean) and best scores.
+  data, evaluated in the real environment; final (last-K mean) and best scores. Compatible agent cells of a stage
+  (same agent, budget and evaluation) run as one batched model (:func:`agent_cells`, ``train_batched``).
 * ``fidelity``: marginal (1 − KS) and correlation scores against the real sensitive data.
 * ``mia``: :func:`privsynth.evaluation.mia.run_audit` on the upstream fine-tuned checkpoint, members = its
   fine-tuning data, non-members = a held-out split; the public pre-trained checkpoint is the reference model.
@@ -22,7 +23,7 @@ import time
 from typing import Any
 
 from privsynth.errors import InvalidData
-from privsynth.evaluation.runner import CellContext, load_dataset_file, register_cell, save_dataset
+from privsynth.evaluation.runner import CellContext, load_dataset_file, register_cell, register_group, save_dataset
 
 
 # ----------------------------------------------------------------------------------------------------- helpers
@@ -199,6 +200,31 @@ def agent_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
                       progress=False)
     return {"final_score": run.final_score, "best_score": run.best_score, "updates_per_s": run.updates_per_s,
             "train_seconds": run.train_time, "eval_seconds": run.eval_time, "curve": run.curve}
+
+
+def _agent_group_key(params: dict[str, Any]) -> dict[str, Any]:
+    """Agent cells that may train as one batched model: same agent, budget, evaluation schedule and real environment
+    (their seeds and training data may differ)."""
+    return {"agent": params["agent"], "num_updates": int(params["num_updates"]),
+            "eval_every": params.get("eval_every"), "eval_episodes": params.get("eval_episodes"),
+            "final_k": int(params.get("final_k", 3)), "eval_data": params["data"]["sensitive"]}
+
+
+@register_group("agent", _agent_group_key)
+def agent_cells(params_list: list[dict[str, Any]], ctxs: list[CellContext]) -> list[dict[str, Any]]:
+    """Several agent cells trained at once with :func:`privsynth.evaluation.agents.train_batched`: each cell keeps
+    its own seed, training data and evaluation, and gets the result :func:`agent_cell` would give it."""
+    from privsynth.evaluation.agents import AgentJob, train_batched
+
+    jobs = [AgentJob(_source_data(p, c), c.dataset(p["data"]["sensitive"]).info, int(p.get("seed", 0)))
+            for p, c in zip(params_list, ctxs)]
+    first = params_list[0]
+    runs = train_batched(jobs, first["agent"], num_updates=int(first["num_updates"]),
+                         eval_every=first.get("eval_every"), eval_episodes=first.get("eval_episodes"), final_k=int(first.get("final_k", 3)),
+                         progress=False)
+    return [{"final_score": r.final_score, "best_score": r.best_score, "updates_per_s": r.updates_per_s,
+             "train_seconds": r.train_time, "eval_seconds": r.eval_time, "curve": r.curve,
+             "batched_with": r.batched_with} for r in runs]
 
 
 @register_cell("fidelity")

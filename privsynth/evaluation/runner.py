@@ -42,11 +42,13 @@ from privsynth.evaluation.executors import init_worker
 __all__ = [
     "Suite", "Stage", "Cell", "CellContext", "register_cell", "resolve_kind", "load_suite", "run_suite",
     "cell_id", "expand_stage", "collect_records", "write_tables", "write_plots", "save_dataset", "load_dataset_file",
-    "register_dataset_source", "deep_merge",
+    "register_dataset_source", "register_group", "deep_merge",
 ]
 
 CellFn = Callable[[dict[str, Any], "CellContext"], dict[str, Any]]
+GroupFn = Callable[[list[dict[str, Any]], list["CellContext"]], list[dict[str, Any]]]
 _CELL_KINDS: dict[str, CellFn] = {}
+_GROUP_KINDS: dict[str, tuple[Callable[[dict[str, Any]], Any], GroupFn]] = {}
 _DATASET_SOURCES: dict[str, Callable[..., OfflineDataset]] = {}
 
 
@@ -56,6 +58,21 @@ def register_cell(name: str) -> Callable[[CellFn], CellFn]:
 
     def deco(fn: CellFn) -> CellFn:
         _CELL_KINDS[name] = fn
+        return fn
+
+    return deco
+
+
+def register_group(name: str, key: Callable[[dict[str, Any]], Any]) -> Callable[[GroupFn], GroupFn]:
+    """Decorator: ``fn(params_list, ctx_list) -> results`` runs several cells of kind ``name`` as one job.
+
+    Cells of one stage whose params give equal ``key(params)`` are compatible; the runner hands up to the stage's
+    ``group`` of them to ``fn`` at once (e.g. agent cells trained as one batched model). If ``fn`` raises, each cell
+    of the group runs alone, so one bad cell fails only itself.
+    """
+
+    def deco(fn: GroupFn) -> GroupFn:
+        _GROUP_KINDS[name] = (key, fn)
         return fn
 
     return deco
@@ -169,6 +186,7 @@ class Stage:
     name: str = ""
     cases: list[dict[str, Any]] = field(default_factory=lambda: [{}])  # zipped settings, crossed with the grid
     cpus: float = 1.0  # CPUs one cell needs (the Ray executor reserves them; not part of the cell id)
+    group: int = 4  # at most this many compatible cells run as one job (kinds with a group runner); 1: never group
 
 
 @dataclass
@@ -234,7 +252,7 @@ def load_suite(path: str | Path, results_dir: str | Path | None = None) -> Suite
             raise InvalidData(f"'cases' of stage '{s.get('name', s['kind'])}' must be a list of mappings")
         stages.append(Stage(kind=s["kind"], grid=grid, params=deep_merge(defaults, s.get("params") or {}),
                             needs=s.get("needs"), name=s.get("name", s["kind"]), cases=cases,
-                            cpus=float(s.get("cpus", 1))))
+                            cpus=float(s.get("cpus", 1)), group=max(1, int(s.get("group", 4)))))
     names = [s.name for s in stages]
     if len(set(names)) != len(names):
         raise InvalidData(f"stage names in suite '{path.name}' must be unique, got {names}")
@@ -415,6 +433,45 @@ def _execute(payload: dict[str, Any]) -> dict[str, Any]:
             "seconds": round(time.perf_counter() - t0, 3), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
 
+def _execute_group(payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Run a group of compatible cells as one job through their kind's group runner (a single cell, or a kind
+    without one, runs alone). If the group runner fails, every cell runs alone so a bad cell fails only itself."""
+    if len(payloads) == 1 or payloads[0]["kind"] not in _GROUP_KINDS:
+        return [_execute(p) for p in payloads]
+    t0 = time.perf_counter()
+    ctxs = [CellContext(Path(p["suite_dir"]), p["id"], p["datasets"], p["upstream_record"]) for p in payloads]
+    try:
+        results = _GROUP_KINDS[payloads[0]["kind"]][1]([dict(p["params"]) for p in payloads], ctxs)
+    except Exception:  # noqa: BLE001 - fall back to one cell at a time
+        return [_execute(p) for p in payloads]
+    seconds = round((time.perf_counter() - t0) / len(payloads), 3)  # each cell's share of the job
+    return [{"id": p["id"], "kind": p["kind"], "stage": p["stage"], "params": p["params"], "upstream": p["upstream"],
+             "status": "done", "error": None, "result": r, "seconds": seconds,
+             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S")} for p, r in zip(payloads, results)]
+
+
+def _group_payloads(payloads: list[dict[str, Any]], stage: Stage, workers: int) -> list[list[dict[str, Any]]]:
+    """Jobs of a stage: compatible cells (equal group key) in groups of at most ``stage.group``, split so that the
+    ``workers`` stay busy (8 compatible cells on 2 workers: two jobs of 4); other cells one per job."""
+    if stage.group > 1 and stage.kind not in _GROUP_KINDS:
+        try:
+            resolve_kind(stage.kind)  # the built-in kinds (and their group runners) register on import
+        except InvalidData:
+            pass  # reported by the cells themselves
+    if stage.group <= 1 or stage.kind not in _GROUP_KINDS:
+        return [[p] for p in payloads]
+    key_fn = _GROUP_KINDS[stage.kind][0]
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    for p in payloads:
+        by_key.setdefault(_canonical(key_fn(p["params"])), []).append(p)
+    jobs = []
+    for members in by_key.values():
+        n_jobs = max(math.ceil(len(members) / stage.group), min(workers, len(members)))
+        size = math.ceil(len(members) / n_jobs)
+        jobs += [members[i:i + size] for i in range(0, len(members), size)]
+    return jobs
+
+
 def _cells_dir(suite: Suite) -> Path:
     return suite.out / "cells"
 
@@ -511,8 +568,12 @@ def _run_suite(suite: Suite, pool: _LazyExecutor, only: Iterable[str] | None, dr
             payloads = [{"id": c.id, "kind": c.kind, "stage": c.stage, "params": c.params, "upstream": c.upstream,
                          "upstream_record": by_id.get(c.upstream) if c.upstream else None,
                          "datasets": suite.datasets, "suite_dir": str(suite.out)} for c in todo]
-            cpus = [stage.cpus] * len(payloads)
-            for rec in _map(payloads, pool.get(), cpus, progress, f"{suite.name}/{stage.name}"):
+            jobs = _group_payloads(payloads, stage, pool.workers)
+            if len(jobs) < len(payloads):
+                log(f"[{suite.name}] stage {stage.name}: {len(payloads)} cells in {len(jobs)} jobs "
+                    f"(compatible cells train as one batched model)")
+            cpus = [stage.cpus] * len(jobs)
+            for rec in _map(jobs, pool.get(), cpus, progress, f"{suite.name}/{stage.name}"):
                 if rec["status"] == "done":
                     (cells_dir / f"{rec['id']}.failed.json").unlink(missing_ok=True)
                     _write_json(cells_dir / f"{rec['id']}.json", rec)
@@ -538,14 +599,15 @@ def _run_suite(suite: Suite, pool: _LazyExecutor, only: Iterable[str] | None, dr
     return summary
 
 
-def _map(payloads: list[dict[str, Any]], executor, cpus: list[float], progress: bool, desc: str):
+def _map(jobs: list[list[dict[str, Any]]], executor, cpus: list[float], progress: bool, desc: str):
     from tqdm import tqdm
 
-    bar = tqdm(total=len(payloads), desc=desc, disable=not progress, leave=False)
+    bar = tqdm(total=sum(len(j) for j in jobs), desc=desc, disable=not progress, leave=False)
     try:
-        for rec in executor.map(_execute, payloads, cpus):
-            yield rec
-            bar.update()
+        for recs in executor.map(_execute_group, jobs, cpus):
+            for rec in recs:
+                yield rec
+                bar.update()
     finally:
         bar.close()
 

@@ -25,10 +25,20 @@ from privsynth.evaluation.agents.common import (
 from privsynth.evaluation.agents.edac import EDAC, EDACConfig
 from privsynth.evaluation.agents.iql import IQL, IQLConfig
 from privsynth.evaluation.agents.td3bc import TD3BC, TD3BCConfig
-from privsynth.evaluation.agents.train import AGENTS, AgentRun, SeedSummary, make_agent, run_seeds, train_agent
+from privsynth.evaluation.agents.train import (
+    AGENTS,
+    AgentJob,
+    AgentRun,
+    SeedSummary,
+    make_agent,
+    run_seeds,
+    train_agent,
+    train_batched,
+)
 
 __all__ = [
-    "AGENTS", "AgentRun", "Batch", "EDAC", "EDACConfig", "EvalResult", "Evaluator", "IQL", "IQLConfig", "Policy",
-    "ReplayBuffer", "SeedSummary", "TD3BC", "TD3BCConfig", "fit_state_normalizer", "make_agent", "normalized_score",
-    "run_seeds", "train_agent",
+    "AGENTS", "AgentJob", "AgentRun", "Batch", "EDAC", "EDACConfig", "EvalResult", "Evaluator", "IQL", "IQLConfig",
+    "Policy", "ReplayBuffer", "SeedSummary", "TD3BC", "TD3BCConfig", "fit_state_normalizer", "make_agent",
+    "normalized_score",
+    "run_seeds", "train_agent", "train_batched",
 ]

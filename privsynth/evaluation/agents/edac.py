@@ -72,12 +72,12 @@ class TanhGaussianActor(nn.Module):
         self.max_action = max_action
         self.log_std_min, self.log_std_max = log_std_min, log_std_max
 
-    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Reparameterised action and its log-probability (change of variables through tanh, SAC appendix C)."""
         h = self.trunk(obs)
         mu = self.mu(h)
         log_sigma = self.log_sigma(h).clamp(self.log_std_min, self.log_std_max)
-        eps = torch.randn_like(mu)
+        eps = torch.randn(mu.shape, generator=generator)
         u = mu + eps * log_sigma.exp()
         tanh_u = torch.tanh(u)
         log_prob = (-0.5 * eps.square() - log_sigma - _HALF_LOG_2PI).sum(-1)
@@ -124,6 +124,7 @@ class EDAC(nn.Module):
         self._target_params = list(self.critic_target.parameters())
         self.register_buffer("_off_diag", 1.0 - torch.eye(cfg.num_critics))
         self.steps = 0
+        self.generator: torch.Generator | None = None  # source of the policy noise (None: torch's global RNG)
 
     def diversity_loss(self, q: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
         """EDAC's ensemble-gradient diversity term from ``q [N, B]`` computed on ``act [N, B, A]`` (requires grad)."""
@@ -139,7 +140,7 @@ class EDAC(nn.Module):
         n = cfg.num_critics
         # temperature (CORL samples a fresh no-grad action for it)
         with torch.no_grad():
-            _, log_prob = self.actor.sample(b.obs)
+            _, log_prob = self.actor.sample(b.obs, self.generator)
         alpha_loss = (-self.log_alpha * (log_prob + self.target_entropy)).mean()
         self.alpha_opt.zero_grad(set_to_none=True)
         alpha_loss.backward()
@@ -149,7 +150,7 @@ class EDAC(nn.Module):
         # actor, against the frozen ensemble's minimum
         for p in self._critic_params:
             p.requires_grad_(False)
-        pi, log_pi = self.actor.sample(b.obs)
+        pi, log_pi = self.actor.sample(b.obs, self.generator)
         q_pi = self.critic(torch.cat([b.obs, pi], dim=-1)).squeeze(-1)  # [N, B]
         actor_loss = (alpha * log_pi - q_pi.amin(0)).mean()
         self.actor_opt.zero_grad(set_to_none=True)
@@ -160,7 +161,7 @@ class EDAC(nn.Module):
 
         # critics: TD + eta * diversity, one shared forward pass
         with torch.no_grad():
-            next_act, next_log_prob = self.actor.sample(b.next_obs)
+            next_act, next_log_prob = self.actor.sample(b.next_obs, self.generator)
             q_next = self.critic_target(torch.cat([b.next_obs, next_act], dim=-1)).squeeze(-1).amin(0)
             y = b.rew + cfg.discount * (1.0 - b.done) * (q_next - alpha * next_log_prob)
         obs_n = b.obs.unsqueeze(0).expand(n, *b.obs.shape)

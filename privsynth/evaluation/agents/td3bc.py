@@ -74,11 +74,12 @@ class TD3BC(nn.Module):
         self._targets = list(self.critic_target.parameters()) + list(self.actor_target.parameters())
         self.steps = 0
         self._last_actor_loss = torch.zeros(())
+        self.generator: torch.Generator | None = None  # source of the smoothing noise (None: torch's global RNG)
 
     def update(self, b: Batch) -> dict[str, torch.Tensor]:
         cfg = self.config
         with torch.no_grad():
-            noise = (torch.randn_like(b.act) * (cfg.policy_noise * self.max_action)).clamp(
+            noise = (torch.randn(b.act.shape, generator=self.generator) * (cfg.policy_noise * self.max_action)).clamp(
                 -cfg.noise_clip * self.max_action, cfg.noise_clip * self.max_action)
             next_act = (self.actor_target(b.next_obs) + noise).clamp(-self.max_action, self.max_action)
             target_q = self.critic_target(torch.cat([b.next_obs, next_act], dim=-1)).amin(0).squeeze(-1)
