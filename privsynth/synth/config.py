@@ -96,6 +96,10 @@ class DPConfig:
     transitions_per_trajectory: int = 32  # unit=trajectory: transitions of the trajectory used per step (no duplication)
     trajectory_batch_size: int = 32  # unit=trajectory: expected trajectories per step (PrivORL-J batch 32)
     noise_multiplier: float | None = None  # None = calibrate to epsilon
+    # which denoiser parameters DP fine-tuning updates (the rest stay at their public pre-trained values; fewer noised
+    # dimensions, Yu et al. 2021): "all", "head" (last residual block + output LayerNorm + output layer) or
+    # "bias_norm" (every bias and LayerNorm parameter)
+    trainable: Literal["all", "head", "bias_norm"] = "all"
 
 
 @dataclass
