@@ -49,6 +49,10 @@ CONFIGS: dict[str, dict] = {
                   "dp": {"noise_multiplicity": 1, "trainable": "head"}},
     "long_biasnorm": {"finetune": {"epochs": 150.0, "batch_size": 2048, "lr": 3e-3},
                       "dp": {"noise_multiplicity": 1, "trainable": "bias_norm"}},
+    "long_ema999": {"finetune": {"epochs": 150.0, "batch_size": 2048, "lr": 3e-3, "ema_decay": 0.999},
+                    "dp": {"noise_multiplicity": 1}},
+    "old_k4": {"finetune": {"epochs": 30.0, "batch_size": 2048, "lr": 3e-3}, "dp": {"noise_multiplicity": 4}},
+    "long_b8k": {"finetune": {"epochs": 150.0, "batch_size": 8192, "lr": 3e-3}, "dp": {"noise_multiplicity": 1}},
     "vlong": {"finetune": {"epochs": 400.0, "batch_size": 2048, "lr": 3e-3}, "dp": {"noise_multiplicity": 1}},
     "nodp": {"finetune": {"epochs": 100.0, "batch_size": 256, "lr": 3e-3}, "private": False},
     "pretrained": {},  # no fine-tuning at all: the public model alone
@@ -136,7 +140,7 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
     rec.update({"policy_r2": pred["policy_r2"], "policy_r2_real": pred["policy_r2_real"],
                 "dyn_rel_step": pred["dynamics"]["rel_step_mean"], "dyn_rel_nomotion": pred["dynamics"]["rel_nomotion_mean"],
                 "predictor": pred})
-    rec.update(run_agents(train, sens, seed, args.agents, args.updates))
+    rec.update(run_agents(train, sens, seed, args.real_agents if name == "real" else args.agents, args.updates))
     rec["cpu_s"] = time.process_time() - c0
     rec["wall_s"] = time.perf_counter() - t0
     return rec
@@ -180,6 +184,7 @@ def main() -> None:
     ap.add_argument("--eps", default="10")
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--agents", default="iql,td3bc")
+    ap.add_argument("--real-agents", default="iql,td3bc", help="agents of the 'real' reference rows")
     ap.add_argument("--updates", type=int, default=5000)
     ap.add_argument("--samples", type=int, default=50_000)
     ap.add_argument("--out", type=Path)
@@ -190,6 +195,7 @@ def main() -> None:
         return
     torch.set_num_threads(1)
     args.agents = args.agents.split(",")
+    args.real_agents = args.real_agents.split(",")
     out = args.out or ROOT / "evaluation" / "results" / "utility_study" / f"{args.task}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     for seed in [int(s) for s in args.seeds.split(",")]:
