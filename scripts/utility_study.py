@@ -174,6 +174,23 @@ def table(path: Path) -> str:
             f"{ratio(iql, 'iql')} | {ms(td3)} | {ratio(td3, 'td3bc')} | {pr:.3f} ({prr:.3f}) | "
             f"{np.mean([r['dyn_rel_step'] for r in rs]):.3f} | {np.mean([r['dyn_rel_nomotion'] for r in rs]):.3f} | "
             f"{np.mean([r['marginal'] for r in rs]):.3f} | {f'{sig:.2f}' if sig else '–'} | {rs[0].get('steps') or '–'} |")
+    # how well the cheap predictor tracks the agents: correlation over synthetic configurations (mean per config)
+    pts = []
+    for (cfg, eps), rs in by.items():
+        if cfg == "real":
+            continue
+        r2 = np.mean([r["policy_r2"] / r["policy_r2_real"] for r in rs])
+        dyn = np.mean([r["dyn_rel_step"] for r in rs])
+        for a in ("iql", "td3bc"):
+            v = [r.get(a) for r in rs if r.get(a) is not None]
+            if v and ref[a] == ref[a]:
+                pts.append((a, r2, dyn, np.mean(v) / ref[a]))
+    for a in ("iql", "td3bc"):
+        p = [x for x in pts if x[0] == a]
+        if len(p) >= 3:
+            r2, dyn, ratio = (np.array([x[i] for x in p]) for i in (1, 2, 3))
+            lines.append(f"\n{a}: Pearson r(policy R² ratio, agent ratio) = {np.corrcoef(r2, ratio)[0, 1]:.2f}, "
+                         f"r(dyn err/step, agent ratio) = {np.corrcoef(dyn, ratio)[0, 1]:.2f} over {len(p)} configurations")
     return "\n".join(lines)
 
 
