@@ -92,7 +92,8 @@ def done_keys(out: Path) -> set[tuple]:
     keys = set()
     for line in out.read_text().splitlines():
         r = json.loads(line)
-        keys.add((r["config"], r["epsilon"], r["seed"]))
+        eps = None if r["epsilon"] is None else float(round(r["epsilon"]))
+        keys.add((r["config"], eps, r["seed"]))
     return keys
 
 
@@ -131,7 +132,8 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
             synth.config.private = over.get("private", True)
             synth.finetune(sens, float(eps or 1.0), 1e-5, "transition", progress=False)
             h = synth.history[-1]
-            rec.update({k: h.get(k) for k in ("noise_multiplier", "steps", "sample_rate", "epsilon")})
+            rec.update({k: h.get(k) for k in ("noise_multiplier", "steps", "sample_rate")})
+            rec["epsilon_spent"] = h.get("epsilon")
             rec["finetune_cpu_s"] = time.process_time() - c0
         train = synth.sample(args.samples, seed=seed)
     fid = tabular_fidelity(train, sens, max_rows=20_000, seed=seed)
@@ -148,12 +150,15 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
 
 def table(path: Path) -> str:
     rows = [json.loads(x) for x in path.read_text().splitlines()]
+    for r in rows:  # older lines stored the spent epsilon under "epsilon": group by the target (1 or 10)
+        if r["epsilon"] is not None:
+            r["epsilon"] = float(round(r["epsilon"]))
     by: dict[tuple, list] = {}
     for r in rows:
         by.setdefault((r["config"], r["epsilon"]), []).append(r)
     real = by.get(("real", None), [])
     ref = {a: np.mean([r[a] for r in real]) if real else float("nan") for a in ("iql", "td3bc")}
-    lines = ["| config | ε | seeds | IQL | ratio | TD3+BC | ratio | policy R² (real) | dyn err / step | dyn err / no-motion | marginal | σ | steps |",
+    lines = ["| config | ε | seeds | IQL | ratio | TD3+BC | ratio | policy R² (real ref.) | dyn err / step | dyn err / no-motion | marginal | σ | steps |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def ms(v):
@@ -211,7 +216,7 @@ def main() -> None:
         print(table(args.table))
         return
     torch.set_num_threads(1)
-    args.agents = args.agents.split(",")
+    args.agents = [a for a in args.agents.split(",") if a and a != "none"]  # "none": predictor-only screening
     args.real_agents = args.real_agents.split(",")
     out = args.out or ROOT / "evaluation" / "results" / "utility_study" / f"{args.task}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
