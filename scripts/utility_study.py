@@ -148,18 +148,24 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
     return rec
 
 
-def table(path: Path) -> str:
-    rows = [json.loads(x) for x in path.read_text().splitlines()]
+def table(paths: list[Path]) -> str:
+    """Mean ± std per (task, config, ε) with ratios to the task's real reference, and how the predictor tracks the
+    agents' ratios (Pearson and Spearman over the synthetic configurations of all given files)."""
+    from scipy.stats import spearmanr
+
+    rows = [json.loads(x) for path in paths for x in path.read_text().splitlines()]
     for r in rows:  # older lines stored the spent epsilon under "epsilon": group by the target (1 or 10)
         if r["epsilon"] is not None:
             r["epsilon"] = float(round(r["epsilon"]))
     by: dict[tuple, list] = {}
     for r in rows:
-        by.setdefault((r["config"], r["epsilon"]), []).append(r)
-    real = by.get(("real", None), [])
-    ref = {a: np.mean([r[a] for r in real]) if real else float("nan") for a in ("iql", "td3bc")}
-    lines = ["| config | ε | seeds | IQL | ratio | TD3+BC | ratio | policy R² (real ref.) | dyn err / step | dyn err / no-motion | marginal | σ | steps |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        by.setdefault((r["task"], r["config"], r["epsilon"]), []).append(r)
+    ref = {}
+    for task in {k[0] for k in by}:
+        real = by.get((task, "real", None), [])
+        ref[task] = {a: float(np.mean([r[a] for r in real])) if real else float("nan") for a in ("iql", "td3bc")}
+    lines = ["| task | config | ε | seeds | IQL | ratio | TD3+BC | ratio | policy R² (real ref.) | dyn err / step | "
+             "dyn err / no-motion | marginal | σ | steps |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def ms(v):
         v = [x for x in v if x is not None]
@@ -167,35 +173,40 @@ def table(path: Path) -> str:
             return "–"
         return f"{np.mean(v):.1f} ± {np.std(v):.1f}" if len(v) > 1 else f"{v[0]:.1f}"
 
-    for (cfg, eps), rs in sorted(by.items(), key=lambda kv: (kv[0][0] != "real", str(kv[0][1]), kv[0][0])):
+    def ratio(task, v, a):
+        v = [x for x in v if x is not None]
+        return f"{np.mean(v) / ref[task][a]:.2f}" if v and ref[task][a] == ref[task][a] else "–"
+
+    pts = []
+    order = sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][1] != "real", str(kv[0][2]), kv[0][1]))
+    for (task, cfg, eps), rs in order:
         iql = [r.get("iql") for r in rs]
         td3 = [r.get("td3bc") for r in rs]
-        ratio = lambda v, a: f"{np.mean([x for x in v if x is not None]) / ref[a]:.2f}" if ref[a] == ref[a] and any(x is not None for x in v) else "–"  # noqa: E731
         pr = np.mean([r["policy_r2"] for r in rs])
         prr = np.mean([r["policy_r2_real"] for r in rs])
         sig = rs[0].get("noise_multiplier")
+        dyn = float(np.mean([r["dyn_rel_step"] for r in rs]))
         lines.append(
-            f"| {cfg} | {eps if eps is not None else '–'} | {','.join(str(r['seed']) for r in rs)} | {ms(iql)} | "
-            f"{ratio(iql, 'iql')} | {ms(td3)} | {ratio(td3, 'td3bc')} | {pr:.3f} ({prr:.3f}) | "
-            f"{np.mean([r['dyn_rel_step'] for r in rs]):.3f} | {np.mean([r['dyn_rel_nomotion'] for r in rs]):.3f} | "
-            f"{np.mean([r['marginal'] for r in rs]):.3f} | {f'{sig:.2f}' if sig else '–'} | {rs[0].get('steps') or '–'} |")
-    # how well the cheap predictor tracks the agents: correlation over synthetic configurations (mean per config)
-    pts = []
-    for (cfg, eps), rs in by.items():
+            f"| {task} | {cfg} | {eps if eps is not None else '–'} | {','.join(str(r['seed']) for r in rs)} | "
+            f"{ms(iql)} | {ratio(task, iql, 'iql')} | {ms(td3)} | {ratio(task, td3, 'td3bc')} | "
+            f"{'–' if cfg == 'real' else f'{pr:.3f}'} ({prr:.3f}) | {dyn:.3f} | "
+            f"{np.mean([r['dyn_rel_nomotion'] for r in rs]):.3f} | {np.mean([r['marginal'] for r in rs]):.3f} | "
+            f"{f'{sig:.2f}' if sig else '–'} | {rs[0].get('steps') or '–'} |")
         if cfg == "real":
             continue
-        r2 = np.mean([r["policy_r2"] / r["policy_r2_real"] for r in rs])
-        dyn = np.mean([r["dyn_rel_step"] for r in rs])
         for a in ("iql", "td3bc"):
             v = [r.get(a) for r in rs if r.get(a) is not None]
-            if v and ref[a] == ref[a]:
-                pts.append((a, r2, dyn, np.mean(v) / ref[a]))
+            if v and ref[task][a] == ref[task][a]:
+                pts.append((a, pr / prr, dyn, float(np.mean(v)) / ref[task][a], float(np.mean([r["marginal"] for r in rs]))))
     for a in ("iql", "td3bc"):
         p = [x for x in pts if x[0] == a]
         if len(p) >= 3:
-            r2, dyn, ratio = (np.array([x[i] for x in p]) for i in (1, 2, 3))
-            lines.append(f"\n{a}: Pearson r(policy R² ratio, agent ratio) = {np.corrcoef(r2, ratio)[0, 1]:.2f}, "
-                         f"r(dyn err/step, agent ratio) = {np.corrcoef(dyn, ratio)[0, 1]:.2f} over {len(p)} configurations")
+            r2, dyn, rat, marg = (np.array([x[i] for x in p]) for i in (1, 2, 3, 4))
+            lines.append(
+                f"\n{a} over {len(p)} (task, configuration) points: agent ratio vs policy R² ratio Pearson "
+                f"{np.corrcoef(r2, rat)[0, 1]:.2f} / Spearman {spearmanr(r2, rat)[0]:.2f}; vs dyn err/step Pearson "
+                f"{np.corrcoef(dyn, rat)[0, 1]:.2f} / Spearman {spearmanr(dyn, rat)[0]:.2f}; vs marginal Pearson "
+                f"{np.corrcoef(marg, rat)[0, 1]:.2f} / Spearman {spearmanr(marg, rat)[0]:.2f}")
     return "\n".join(lines)
 
 
@@ -210,7 +221,7 @@ def main() -> None:
     ap.add_argument("--updates", type=int, default=5000)
     ap.add_argument("--samples", type=int, default=50_000)
     ap.add_argument("--out", type=Path)
-    ap.add_argument("--table", type=Path)
+    ap.add_argument("--table", type=Path, nargs="+", help="print the table of these result files (pooled)")
     args = ap.parse_args()
     if args.table:
         print(table(args.table))
