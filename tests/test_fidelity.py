@@ -141,3 +141,47 @@ def test_float32_inputs_give_the_same_marginal():
     a = rng.normal(size=(500, 3)).astype(np.float32)
     b = rng.normal(0.1, 1.0, size=(400, 3)).astype(np.float32)
     np.testing.assert_array_equal(marginal_per_column(a, b), marginal_per_column(a.astype(np.float64), b.astype(np.float64)))
+
+
+# ------------------------------------------------------------------------------------------- utility predictor
+def _toy_rl(n_ep=40, length=50, seed=0, policy="linear", dynamics="true"):
+    """Point mass: s = (x, y, vx, vy), s' = (x + 0.1 vx', y + 0.1 vy', vx', vy') with v' = 0.9 v + 0.5 a, and the
+    action a = -pos (linear policy) or uniform noise (no policy)."""
+    from privsynth.data.dataset import DatasetInfo, OfflineDataset
+
+    rng = np.random.default_rng(seed)
+    obs, act, nxt = [], [], []
+    for _ in range(n_ep):
+        s = np.concatenate([rng.uniform(-1, 1, 2), np.zeros(2)])
+        for _ in range(length):
+            a = -s[:2] + 0.05 * rng.normal(size=2) if policy == "linear" else rng.uniform(-1, 1, 2)
+            v = 0.9 * s[2:] + 0.5 * a
+            s2 = np.concatenate([s[:2] + 0.1 * v, v]) if dynamics == "true" else s.copy()
+            obs.append(s); act.append(a); nxt.append(s2)
+            s = s2 if dynamics == "true" else np.concatenate([rng.uniform(-1, 1, 2), rng.normal(0, 0.3, 2)])
+    n = n_ep * length
+    timeouts = np.zeros(n, dtype=bool)
+    timeouts[length - 1 :: length] = True
+    return OfflineDataset(observations=np.array(obs, np.float32), actions=np.array(act, np.float32),
+                          rewards=np.zeros(n, np.float32), next_observations=np.array(nxt, np.float32),
+                          terminals=np.zeros(n, bool), timeouts=timeouts,
+                          episode_ids=np.repeat(np.arange(n_ep), length), info=DatasetInfo(name="toy-rl"))
+
+
+def test_utility_predictor_known_answers():
+    from privsynth.evaluation.fidelity import utility_predictor
+
+    real = _toy_rl(seed=0)
+    # an independent draw of the same process: the policy is learnable (R² high, equal to the real reference up to
+    # sampling error) and the dynamics are exact for the linear model (error ≈ 0)
+    good = utility_predictor(_toy_rl(seed=1), real)
+    assert good["policy_r2_real"] > 0.7 and good["policy_r2"] > 0.7
+    assert abs(good["policy_r2_ratio"] - 1) < 0.1
+    assert good["dynamics"]["rel_step_mean"] < 1e-3 and good["dynamics_real"]["rel_step_mean"] < 1e-3
+    # actions unrelated to states: R² ≤ ~0
+    noise = utility_predictor(_toy_rl(seed=1, policy="random"), real)
+    assert noise["policy_r2"] < 0.05
+    # next state = state: the error equals the no-motion baseline exactly (rel_nomotion = 1)
+    still = utility_predictor(_toy_rl(seed=1, dynamics="still"), real)
+    assert still["dynamics"]["rel_nomotion_mean"] == pytest.approx(1.0, abs=1e-6)
+    assert all(still["dynamics"]["moving"])

@@ -260,3 +260,24 @@ def test_fit_public_stats_for_the_no_pretraining_ablation():
     assert synth.normalizer.source.startswith("public:") and synth.public_data == ["public"]
     with pytest.raises(PrivacyError):
         TransitionSynthesizer(tiny_config()).fit_public_stats([sensitive_data()])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trainable", ["head", "bias_norm"])
+def test_partial_dp_finetune_moves_only_the_chosen_parameters(pretrained, tmp_path, trainable):
+    synth = TransitionSynthesizer.load(pretrained.save(tmp_path / "m.pt"))
+    synth.config.dp.trainable = trainable
+    before = {k: v.clone() for k, v in synth.model.net.named_parameters()}
+    synth.finetune(sensitive_data(), 10.0, 1e-3, "transition", progress=False)
+    net = synth.model.net
+    last = f"blocks.{len(net.blocks) - 1}."
+    for name, p in net.named_parameters():
+        if trainable == "head":
+            keep = name.startswith(last) or name.startswith("out_norm") or name.startswith("out.")
+        else:
+            keep = name.endswith("bias") or "norm" in name
+        moved = not torch.equal(p, before[name])
+        assert moved == keep, name
+        assert p.requires_grad  # restored after fine-tuning
+    assert synth.history[-1]["trainable"] == trainable
+    assert synth.card()["config"]["dp"]["trainable"] == trainable

@@ -47,6 +47,9 @@ __all__ = [
     "transition_table",
     "FidelityReport",
     "tabular_fidelity",
+    "policy_r2",
+    "dynamics_error",
+    "utility_predictor",
 ]
 
 
@@ -251,3 +254,125 @@ def tabular_fidelity(
         rows_synthetic=int(s.shape[0]),
         include_terminal=include_terminal,
     )
+
+
+# --------------------------------------------------------------------------------------- utility predictor
+# Cheap proxies of what an offline-RL agent can learn from a transition dataset (issue 20). Marginal/correlation
+# scores miss the two things agents need: (1) which action goes with which state, (2) next states that follow the
+# dynamics. Both are scored against held-out REAL episodes, so a synthetic set is judged by what it teaches about
+# real data.
+def _knn_predict(x_fit: np.ndarray, y_fit: np.ndarray, x_query: np.ndarray, k: int) -> np.ndarray:
+    """Mean target of the ``k`` nearest fit points (Euclidean) of every query point; chunked, exact."""
+    from sklearn.neighbors import KNeighborsRegressor
+
+    k = max(1, min(k, x_fit.shape[0]))
+    return KNeighborsRegressor(n_neighbors=k).fit(x_fit, y_fit).predict(x_query)
+
+
+def _r2(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    """Coefficient of determination pooled over output columns: 1 − SSE / SST (SST around the true mean)."""
+    sse = float(((y_true - y_pred) ** 2).sum())
+    sst = float(((y_true - y_true.mean(axis=0)) ** 2).sum())
+    return 1.0 - sse / sst if sst > 0 else float("nan")
+
+
+def policy_r2(
+    fit: OfflineDataset, test: OfflineDataset, *, k: int = 10, max_fit: int = 20_000, max_test: int = 2_000,
+    scale: np.ndarray | None = None, seed: int = 0,
+) -> float:
+    """R² of a k-NN regression state → action fitted on ``fit`` and scored on ``test`` (held-out real episodes).
+
+    States are divided by ``scale`` (default: the per-column std of ``test``, so fit sets are compared on one metric).
+    1 = the test actions are a function of the state that ``fit`` teaches exactly; 0 = no better than the mean action;
+    below 0 = worse than that (e.g. actions unrelated to states).
+    """
+    rng = np.random.default_rng(seed)
+    xs, ys = fit.observations, fit.actions
+    if xs.shape[0] > max_fit:
+        idx = rng.choice(xs.shape[0], max_fit, replace=False)
+        xs, ys = xs[idx], ys[idx]
+    xt, yt = test.observations, test.actions
+    if xt.shape[0] > max_test:
+        idx = rng.choice(xt.shape[0], max_test, replace=False)
+        xt, yt = xt[idx], yt[idx]
+    if scale is None:
+        scale = test.observations.std(axis=0)
+    scale = np.where(scale > 1e-8, scale, 1.0)
+    pred = _knn_predict(xs / scale, ys, xt / scale, k)
+    return _r2(yt.astype(np.float64), pred)
+
+
+def _features(s: np.ndarray, a: np.ndarray) -> np.ndarray:
+    return np.concatenate([s, a, np.ones((s.shape[0], 1))], axis=1).astype(np.float64)
+
+
+def dynamics_error(
+    data: OfflineDataset, real: OfflineDataset, *, max_rows: int = 20_000, ridge: float = 1e-6, seed: int = 0,
+) -> dict[str, Any]:
+    """Next-state error of ``data`` against a linear dynamics model (s, a, 1) → s′ − s fitted on ``real``.
+
+    A least-squares model is the right one for a point mass (velocity′ and position′ are linear in velocity and
+    action away from walls) and cheap for any environment; its own error on held-out real data is the floor. Per
+    next-state component j, with ŝ′ = s + f_real(s, a):
+
+    * ``rel_step[j]`` = RMS(s′_j − ŝ′_j) / RMS(real step s′_j − s_j): error in units of the real step size;
+    * ``rel_nomotion[j]`` = RMS(s′_j − ŝ′_j) / RMS(ŝ′_j − s_j): error relative to the no-motion baseline s′ = s
+      (1 = as bad as predicting no motion).
+
+    Components that move in fewer than half the real transitions (a goal that jumps on reset) are reported but left
+    out of the means (``moving``). Pass held-out real episodes as ``data`` to get the model's floor.
+    """
+    rng = np.random.default_rng(seed)
+
+    def take(ds: OfflineDataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        s, a, s2 = ds.observations, ds.actions, ds.next_observations
+        if s.shape[0] > max_rows:
+            idx = rng.choice(s.shape[0], max_rows, replace=False)
+            s, a, s2 = s[idx], a[idx], s2[idx]
+        return s.astype(np.float64), a.astype(np.float64), s2.astype(np.float64)
+
+    rs, ra, rs2 = take(real)
+    s, a, s2 = take(data)
+    x = _features(rs, ra)
+    step_real = rs2 - rs
+    w = np.linalg.solve(x.T @ x + ridge * x.shape[0] * np.eye(x.shape[1]), x.T @ step_real)
+    pred_step = _features(s, a) @ w
+    err = (s2 - s) - pred_step
+    rms = lambda v: np.sqrt((v**2).mean(axis=0))  # noqa: E731
+    real_step = rms(step_real)
+    moving = (np.abs(step_real) > 1e-7).mean(axis=0) > 0.5
+    rel_step = rms(err) / np.where(real_step > 0, real_step, 1.0)
+    nomo = rms(pred_step)
+    rel_nomotion = rms(err) / np.where(nomo > 0, nomo, 1.0)
+    return {
+        "rel_step": [float(v) for v in rel_step],
+        "rel_nomotion": [float(v) for v in rel_nomotion],
+        "moving": [bool(v) for v in moving],
+        "rel_step_mean": float(rel_step[moving].mean()) if moving.any() else float("nan"),
+        "rel_nomotion_mean": float(rel_nomotion[moving].mean()) if moving.any() else float("nan"),
+    }
+
+
+def utility_predictor(
+    synthetic: OfflineDataset, real: OfflineDataset, *, holdout: float = 0.2, k: int = 10, seed: int = 0,
+) -> dict[str, Any]:
+    """Policy R² and dynamics error of ``synthetic``, with the real-data references, on held-out real episodes.
+
+    ``real`` is split by episode (``holdout`` of them held out). ``policy_r2``: k-NN state → action fitted on the
+    synthetic data, scored on the held-out real episodes; ``policy_r2_real``: the same fitted on the real training
+    episodes (the reference; their ratio is ``policy_r2_ratio``). ``dynamics``: :func:`dynamics_error` of the
+    synthetic transitions against a model fitted on all real transitions; ``dynamics_real``: the held-out real
+    episodes against a model fitted on the training ones (the floor).
+    """
+    real.check_compatible(synthetic)
+    train, test = real.split_episodes(1.0 - holdout, seed=seed)
+    scale = test.observations.std(axis=0)
+    r2_syn = policy_r2(synthetic, test, k=k, scale=scale, seed=seed)
+    r2_real = policy_r2(train, test, k=k, scale=scale, seed=seed)
+    return {
+        "policy_r2": r2_syn,
+        "policy_r2_real": r2_real,
+        "policy_r2_ratio": r2_syn / r2_real if r2_real and r2_real == r2_real else float("nan"),
+        "dynamics": dynamics_error(synthetic, real, seed=seed),
+        "dynamics_real": dynamics_error(test, train, seed=seed),
+    }

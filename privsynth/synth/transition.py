@@ -460,17 +460,12 @@ class TransitionSynthesizer(NetworkSynthesizer):
         )
         t0, c0 = time.perf_counter(), time.process_time()
         self.model.train()
-        result = dp_train(
-            loss_module,
-            items,
-            dp_cfg,
-            make_optimizer=lambda params: torch.optim.AdamW(
-                params, lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay
-            ),
-            on_step=on_step,
-            progress=progress,
-            description=f"DP fine-tune (eps={epsilon:g}, unit={unit})",
-        )
+        frozen = self._freeze_for_finetune(dpc.trainable)
+        try:
+            result = self._dp_train(dp_train, loss_module, items, dp_cfg, tc, on_step, progress, epsilon, unit)
+        finally:
+            for p in frozen:
+                p.requires_grad_(True)
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         self._open_ledger(unit, dpc.accountant, float(delta)).append(result.event)
         self.last_finetune_loss = float(np.mean(losses[-50:])) if losses else None
@@ -487,6 +482,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
                 "sample_rate": result.sample_rate,
                 "noise_multiplier": result.noise_multiplier,
                 "noise_multiplicity": dpc.noise_multiplicity,
+                "trainable": dpc.trainable,
                 "target_epsilon": float(epsilon),
                 "epsilon": result.epsilon,
                 "delta": result.delta,
@@ -498,6 +494,37 @@ class TransitionSynthesizer(NetworkSynthesizer):
             }
         )
         return self
+
+    def _freeze_for_finetune(self, trainable: str) -> list[nn.Parameter]:
+        """Set ``requires_grad=False`` on the denoiser parameters DP fine-tuning leaves at their public values."""
+        assert self.model is not None
+        if trainable == "all":
+            return []
+        net = self.model.net
+        if trainable == "head":
+            keep = {id(p) for m in (net.blocks[-1], net.out_norm, net.out) for p in m.parameters()}
+        elif trainable == "bias_norm":
+            keep = {id(p) for name, p in net.named_parameters() if name.endswith("bias") or "norm" in name}
+        else:
+            raise InvalidData(f"unknown dp.trainable '{trainable}': choose 'all', 'head' or 'bias_norm'")
+        frozen = [p for p in self.model.parameters() if p.requires_grad and id(p) not in keep]
+        for p in frozen:
+            p.requires_grad_(False)
+        return frozen
+
+    @staticmethod
+    def _dp_train(dp_train, loss_module, items, dp_cfg, tc, on_step, progress, epsilon, unit):
+        return dp_train(
+            loss_module,
+            items,
+            dp_cfg,
+            make_optimizer=lambda params: torch.optim.AdamW(
+                params, lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay
+            ),
+            on_step=on_step,
+            progress=progress,
+            description=f"DP fine-tune (eps={epsilon:g}, unit={unit})",
+        )
 
     # ------------------------------------------------------------------------------------------------ sampling
     def sample_normalised(

@@ -1,0 +1,249 @@
+"""PrivORL-n downstream-utility study (issue 20): DP fine-tuning levers, chosen on a PUBLIC proxy, applied to umaze.
+
+Tasks (PointMaze, sparse reward, as the shipped pre-trained checkpoints):
+
+* ``proxy``: pretend-sensitive = PointMaze **medium** (20k transitions, seed 12); public = open + large (50k each,
+  seed 1), pre-trained here with ``cpu_config()`` pre-training (10 epochs, curiosity). Every default is chosen here.
+* ``umaze``: sensitive = PointMaze **umaze** (20k transitions, seed 2), starting from the shipped
+  ``pretrained/pointmaze-umaze`` (public open + medium + large). Only the defaults chosen on ``proxy`` are run.
+
+For every (config, epsilon, seed): DP fine-tune -> sample 50k -> fidelity + utility predictor (policy R², dynamics
+error) -> IQL and TD3+BC (``--updates`` updates, final = mean of the last 3 evaluations of 10 episodes) in the real
+environment. ``real`` rows train the agents on the sensitive data itself. One JSON line per run is appended to
+``--out`` (runs already there are skipped), and ``--table`` prints the mean ± std table.
+
+    OMP_NUM_THREADS=1 python scripts/utility_study.py --task proxy --configs base,long --eps 10 --seeds 0
+    python scripts/utility_study.py --table evaluation/results/utility_study/proxy.jsonl
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze  # noqa: E402
+from privsynth.evaluation.cells import _apply  # noqa: E402
+from privsynth.evaluation.fidelity import tabular_fidelity, utility_predictor  # noqa: E402
+from privsynth.evaluation.runner import load_dataset_file, save_dataset  # noqa: E402
+from privsynth.synth import TransitionSynthesizer, cpu_config  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRATCH = Path(os.environ.get("PRIVSYNTH_STUDY_DIR", "/tmp/privsynth_utility"))
+
+# Named fine-tuning configurations: overrides of cpu_config() (finetune / dp sections only; pre-training is fixed).
+CONFIGS: dict[str, dict] = {
+    "old": {"finetune": {"epochs": 30.0, "batch_size": 2048, "lr": 3e-3}, "dp": {"noise_multiplicity": 1}},
+    "long": {"finetune": {"epochs": 150.0, "batch_size": 2048, "lr": 3e-3}, "dp": {"noise_multiplicity": 1}},
+    "long_bigb": {"finetune": {"epochs": 300.0, "batch_size": 8192, "lr": 3e-3}, "dp": {"noise_multiplicity": 1}},
+    "long_k4": {"finetune": {"epochs": 150.0, "batch_size": 2048, "lr": 3e-3}, "dp": {"noise_multiplicity": 4}},
+    "long_lr1e3": {"finetune": {"epochs": 150.0, "batch_size": 2048, "lr": 1e-3}, "dp": {"noise_multiplicity": 1}},
+    "long_head": {"finetune": {"epochs": 150.0, "batch_size": 2048, "lr": 3e-3},
+                  "dp": {"noise_multiplicity": 1, "trainable": "head"}},
+    "long_biasnorm": {"finetune": {"epochs": 150.0, "batch_size": 2048, "lr": 3e-3},
+                      "dp": {"noise_multiplicity": 1, "trainable": "bias_norm"}},
+    "long_ema999": {"finetune": {"epochs": 150.0, "batch_size": 2048, "lr": 3e-3, "ema_decay": 0.999},
+                    "dp": {"noise_multiplicity": 1}},
+    "old_k4": {"finetune": {"epochs": 30.0, "batch_size": 2048, "lr": 3e-3}, "dp": {"noise_multiplicity": 4}},
+    "long_b8k": {"finetune": {"epochs": 150.0, "batch_size": 8192, "lr": 3e-3}, "dp": {"noise_multiplicity": 1}},
+    "vlong": {"finetune": {"epochs": 400.0, "batch_size": 2048, "lr": 3e-3}, "dp": {"noise_multiplicity": 1}},
+    "nodp": {"finetune": {"epochs": 100.0, "batch_size": 256, "lr": 3e-3}, "private": False},
+    "pretrained": {},  # no fine-tuning at all: the public model alone
+    "default": None,  # cpu_config() as committed (whatever the defaults are now)
+}
+
+
+def dataset(name: str, cfg: PointMazeConfig) -> "OfflineDataset":  # noqa: F821
+    path = SCRATCH / "data" / f"{name}.npz"
+    if path.exists():
+        return load_dataset_file(path)
+    ds = generate_pointmaze(cfg, progress=False)
+    save_dataset(ds, path)
+    return ds
+
+
+def task_data(task: str):
+    """(sensitive, pre-trained checkpoint path)."""
+    if task == "proxy":
+        sens = dataset("medium-20k-s12", PointMazeConfig(maze="medium", steps=20_000, seed=12, ref_episodes=10))
+        ckpt = SCRATCH / "proxy_pretrained.pt"
+        if not ckpt.exists():
+            public = [dataset(f"{m}-50k-s1", PointMazeConfig(maze=m, steps=50_000, seed=1, ref_episodes=1))
+                      for m in ("open", "large")]
+            synth = TransitionSynthesizer(cpu_config()).pretrain(public, progress=False)
+            synth.save(ckpt)
+        return sens, ckpt
+    if task == "umaze":
+        sens = dataset("umaze-20k-s2", PointMazeConfig(maze="umaze", steps=20_000, seed=2, ref_episodes=10))
+        return sens, ROOT / "pretrained" / "pointmaze-umaze" / "model.pt"
+    raise SystemExit(f"unknown task {task}")
+
+
+def done_keys(out: Path) -> set[tuple]:
+    if not out.exists():
+        return set()
+    keys = set()
+    for line in out.read_text().splitlines():
+        r = json.loads(line)
+        eps = None if r["epsilon"] is None else float(round(r["epsilon"]))
+        keys.add((r["config"], eps, r["seed"]))
+    return keys
+
+
+def run_agents(train, sens, seed: int, agents: list[str], updates: int) -> dict:
+    from privsynth.evaluation.agents import train_agent
+
+    out = {}
+    for agent in agents:
+        run = train_agent(train, sens.info, agent=agent, seed=seed, num_updates=updates, eval_every=updates // 5,
+                          eval_episodes=10, final_k=3, progress=False)
+        out[agent] = run.final_score
+        out[f"{agent}_best"] = run.best_score
+    return out
+
+
+def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
+    sens, ckpt = task_data(task)
+    sens = sens.mark_sensitive()
+    t0, c0 = time.perf_counter(), time.process_time()
+    rec: dict = {"task": task, "config": name, "epsilon": eps, "seed": seed}
+    if name == "real":
+        train = sens
+    else:
+        synth = TransitionSynthesizer.load(ckpt)
+        if CONFIGS[name] is None:
+            base = cpu_config()
+            over = {"finetune": {k: getattr(base.finetune, k) for k in ("epochs", "batch_size", "lr")},
+                    "dp": {"noise_multiplicity": base.dp.noise_multiplicity, "trainable": base.dp.trainable,
+                           "max_grad_norm": base.dp.max_grad_norm}}
+        else:
+            over = CONFIGS[name]
+        _apply(synth.config, over)
+        synth.config.seed = seed
+        rec["overrides"] = over
+        if name != "pretrained":
+            synth.config.private = over.get("private", True)
+            synth.finetune(sens, float(eps or 1.0), 1e-5, "transition", progress=False)
+            h = synth.history[-1]
+            rec.update({k: h.get(k) for k in ("noise_multiplier", "steps", "sample_rate")})
+            rec["epsilon_spent"] = h.get("epsilon")
+            rec["finetune_cpu_s"] = time.process_time() - c0
+        train = synth.sample(args.samples, seed=seed)
+    fid = tabular_fidelity(train, sens, max_rows=20_000, seed=seed)
+    rec.update({"marginal": fid.marginal, "correlation": fid.correlation})
+    pred = utility_predictor(train, sens, seed=0)
+    rec.update({"policy_r2": pred["policy_r2"], "policy_r2_real": pred["policy_r2_real"],
+                "dyn_rel_step": pred["dynamics"]["rel_step_mean"], "dyn_rel_nomotion": pred["dynamics"]["rel_nomotion_mean"],
+                "predictor": pred})
+    rec.update(run_agents(train, sens, seed, args.real_agents if name == "real" else args.agents, args.updates))
+    rec["cpu_s"] = time.process_time() - c0
+    rec["wall_s"] = time.perf_counter() - t0
+    return rec
+
+
+def table(paths: list[Path]) -> str:
+    """Mean ± std per (task, config, ε) with ratios to the task's real reference, and how the predictor tracks the
+    agents' ratios (Pearson and Spearman over the synthetic configurations of all given files)."""
+    from scipy.stats import spearmanr
+
+    rows = [json.loads(x) for path in paths for x in path.read_text().splitlines()]
+    for r in rows:  # older lines stored the spent epsilon under "epsilon": group by the target (1 or 10)
+        if r["epsilon"] is not None:
+            r["epsilon"] = float(round(r["epsilon"]))
+    by: dict[tuple, list] = {}
+    for r in rows:
+        by.setdefault((r["task"], r["config"], r["epsilon"]), []).append(r)
+    ref = {}
+    for task in {k[0] for k in by}:
+        real = by.get((task, "real", None), [])
+        ref[task] = {a: float(np.mean([r[a] for r in real])) if real else float("nan") for a in ("iql", "td3bc")}
+    lines = ["| task | config | ε | seeds | IQL | ratio | TD3+BC | ratio | policy R² (real ref.) | dyn err / step | "
+             "dyn err / no-motion | marginal | σ | steps |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def ms(v):
+        v = [x for x in v if x is not None]
+        if not v:
+            return "–"
+        return f"{np.mean(v):.1f} ± {np.std(v):.1f}" if len(v) > 1 else f"{v[0]:.1f}"
+
+    def ratio(task, v, a):
+        v = [x for x in v if x is not None]
+        return f"{np.mean(v) / ref[task][a]:.2f}" if v and ref[task][a] == ref[task][a] else "–"
+
+    pts = []
+    order = sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][1] != "real", str(kv[0][2]), kv[0][1]))
+    for (task, cfg, eps), rs in order:
+        iql = [r.get("iql") for r in rs]
+        td3 = [r.get("td3bc") for r in rs]
+        pr = np.mean([r["policy_r2"] for r in rs])
+        prr = np.mean([r["policy_r2_real"] for r in rs])
+        sig = rs[0].get("noise_multiplier")
+        dyn = float(np.mean([r["dyn_rel_step"] for r in rs]))
+        lines.append(
+            f"| {task} | {cfg} | {eps if eps is not None else '–'} | {','.join(str(r['seed']) for r in rs)} | "
+            f"{ms(iql)} | {ratio(task, iql, 'iql')} | {ms(td3)} | {ratio(task, td3, 'td3bc')} | "
+            f"{'–' if cfg == 'real' else f'{pr:.3f}'} ({prr:.3f}) | {dyn:.3f} | "
+            f"{np.mean([r['dyn_rel_nomotion'] for r in rs]):.3f} | {np.mean([r['marginal'] for r in rs]):.3f} | "
+            f"{f'{sig:.2f}' if sig else '–'} | {rs[0].get('steps') or '–'} |")
+        if cfg == "real":
+            continue
+        for a in ("iql", "td3bc"):
+            v = [r.get(a) for r in rs if r.get(a) is not None]
+            if v and ref[task][a] == ref[task][a]:
+                pts.append((a, pr / prr, dyn, float(np.mean(v)) / ref[task][a], float(np.mean([r["marginal"] for r in rs]))))
+    for a in ("iql", "td3bc"):
+        p = [x for x in pts if x[0] == a]
+        if len(p) >= 3:
+            r2, dyn, rat, marg = (np.array([x[i] for x in p]) for i in (1, 2, 3, 4))
+            lines.append(
+                f"\n{a} over {len(p)} (task, configuration) points: agent ratio vs policy R² ratio Pearson "
+                f"{np.corrcoef(r2, rat)[0, 1]:.2f} / Spearman {spearmanr(r2, rat)[0]:.2f}; vs dyn err/step Pearson "
+                f"{np.corrcoef(dyn, rat)[0, 1]:.2f} / Spearman {spearmanr(dyn, rat)[0]:.2f}; vs marginal Pearson "
+                f"{np.corrcoef(marg, rat)[0, 1]:.2f} / Spearman {spearmanr(marg, rat)[0]:.2f}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--task", choices=["proxy", "umaze"])
+    ap.add_argument("--configs", default="real,old")
+    ap.add_argument("--eps", default="10")
+    ap.add_argument("--seeds", default="0")
+    ap.add_argument("--agents", default="iql,td3bc")
+    ap.add_argument("--real-agents", default="iql,td3bc", help="agents of the 'real' reference rows")
+    ap.add_argument("--updates", type=int, default=5000)
+    ap.add_argument("--samples", type=int, default=50_000)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--table", type=Path, nargs="+", help="print the table of these result files (pooled)")
+    args = ap.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
+    torch.set_num_threads(1)
+    args.agents = [a for a in args.agents.split(",") if a and a != "none"]  # "none": predictor-only screening
+    args.real_agents = args.real_agents.split(",")
+    out = args.out or ROOT / "evaluation" / "results" / "utility_study" / f"{args.task}.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        for name in args.configs.split(","):
+            for eps in ([None] if name in ("real", "nodp", "pretrained") else [float(e) for e in args.eps.split(",")]):
+                if (name, eps, seed) in done_keys(out):
+                    continue
+                rec = one_run(args.task, name, eps, seed, args)
+                with out.open("a") as f:
+                    f.write(json.dumps(rec, default=float) + "\n")
+                print(f"[{time.strftime('%H:%M:%S')}] {name} eps={eps} seed={seed}: IQL {rec.get('iql')} "
+                      f"TD3BC {rec.get('td3bc')} R2 {rec['policy_r2']:.3f}/{rec['policy_r2_real']:.3f} "
+                      f"dyn {rec['dyn_rel_step']:.3f} sigma {rec.get('noise_multiplier')} cpu {rec['cpu_s']:.0f}s",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()
