@@ -52,6 +52,8 @@ def test_report_writes_json_and_markdown(datasets, encoder, tmp_path):
     md = out.with_suffix(".md").read_text()
     assert "## Privacy card" in md and "| dp_sgd.noise_multiplier | 0.9 |" in md
     assert "marginal (mean 1 − KS)" in md and "dynamics: fraction within" in md and "report_tsne.png" in md
+    up = rep["utility_predictor"]  # issue 20: the cheap utility predictor is part of the fidelity report
+    assert "policy_r2" in up and "policy_r2_real" in up and "policy R²" in md
 
 
 def test_report_without_card_public_or_tsne(datasets, tmp_path):

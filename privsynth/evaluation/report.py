@@ -195,6 +195,7 @@ def evaluate_synthetic(
         )
     )
     report["rl_checks"] = _timed(timings, "rl_checks", lambda: rl_checks(synthetic, real, rl_config))
+    report["utility_predictor"] = _timed(timings, "utility_predictor", lambda: _utility_section(synthetic, real))
     report["plots"] = {}
     if tsne:
         from privsynth.evaluation.plots import tsne_plot
@@ -290,6 +291,17 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     else:
         rows.append(["TrajScore", None, ts.get("skipped", "not computed")])
     lines += _table(["metric", "value", "note"], rows)
+    up = report.get("utility_predictor") or {}
+    if "policy_r2" in up:
+        lines += ["Utility predictor (docs/synthesizers.md): state → action predictability scored on held-out real "
+                  "episodes, and next-state error against a linear model fitted on real transitions.", ""]
+        lines += _table(["predictor", "synthetic", "real reference"], [
+            ["policy R² (k-NN state → action)", up["policy_r2"], up["policy_r2_real"]],
+            ["next-state error / real step (mean over components)", up["dynamics"]["rel_step_mean"],
+             up["dynamics_real"]["rel_step_mean"]],
+        ])
+    elif up:
+        lines += [f"Utility predictor: {up.get('skipped', 'not computed')}", ""]
     lines += [f"Columns: state | action | reward | next state (terminal {'included' if fid['include_terminal'] else 'excluded'}); "
               f"{fid['rows_real']} real and {fid['rows_synthetic']} synthetic rows.", ""]
     per = fid.get("per_column") or {}
@@ -352,3 +364,12 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if timings:
         lines += ["Timings (s): " + ", ".join(f"{k} {v}" for k, v in timings.items()), ""]
     return "\n".join(lines)
+
+
+def _utility_section(synthetic: OfflineDataset, real: OfflineDataset) -> dict[str, Any]:
+    """:func:`privsynth.evaluation.fidelity.utility_predictor`, or why it was skipped (too few real episodes)."""
+    from privsynth.evaluation.fidelity import utility_predictor
+
+    if real.n_episodes < 2:  # a held-out real episode and at least one to fit the reference on
+        return {"skipped": f"needs at least 2 real episodes, the real data has {real.n_episodes}"}
+    return utility_predictor(synthetic, real)
