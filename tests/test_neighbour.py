@@ -86,6 +86,19 @@ def _privorl_n(unit: str, dp_normalizer: bool = False):
     return run
 
 
+def _release_registered(name: str):
+    """``release.synthesize(synth=NAME)`` to the Minari store: the one release path of every registered synthesizer."""
+    def run(sens: OfflineDataset, tmp: Path) -> dict:
+        from privsynth.release import synthesize
+
+        public = make_toy_dataset(lengths=(100, 100), seed=1, name="pub")
+        res = synthesize(sens, public=[public], epsilon=5.0, delta=1e-3, n=64, synth=name, preset="tiny",
+                         out_dataset="privsynth/neighbour-generic-v0", overwrite=True, progress=False)
+        return {"release": minari_metadata("privsynth/neighbour-generic-v0"), "card": res.dataset.info.privacy_card,
+                "info": res.dataset.info.to_dict()}
+    return run
+
+
 def _registered(name: str):
     """Any registered synthesizer at its tiny preset: pre-train on public data, DP fine-tune, sample, save."""
     def run(sens: OfflineDataset, tmp: Path) -> dict:
@@ -125,6 +138,8 @@ def _paths() -> list[ReleasingPath]:
         ReleasingPath("release privorl-n trajectory", _privorl_n("trajectory"), _sens_transitions,
                       _SAMPLE + _DESCRIPTION, slow=True),
     ]
+    paths.append(ReleasingPath("release privsyn (generic path)", _release_registered("privsyn"), _sens_transitions,
+                               _GRID + _DESCRIPTION, slow=True))
     paths.append(ReleasingPath("release privorl-n dp-normaliser", _privorl_n("transition", dp_normalizer=True),
                                _sens_transitions, _SAMPLE + _DESCRIPTION + ("*.rows", "*normalizer.mean.*",
                                                                             "*normalizer.std.*"), slow=True))
