@@ -23,7 +23,7 @@ from privsynth.data import OfflineDataset
 PUBLIC_FACTS = (
     "*n_units", "*sample_rate", "*.steps", "steps", "*noise_multiplier", "*.epsilon", "epsilon", "*epsilon_spent",
     "*dp_event*", "*units", "*trajectories", "*.epochs", "*batch_size",
-    "*seconds*", "*wall*", "*time*", "*created*", "*date*",
+    "*seconds*", "*wall*", "*created*", "*date*",  # timings (not "*time*": it would hide e.g. timeouts)
 )
 _MISSING = object()
 

@@ -205,8 +205,9 @@ def _pair(text: str | None, flag: str) -> tuple[float, float] | None:
     return low, high
 
 
-def _registered_options(args: argparse.Namespace) -> dict:
-    """Settings of a registered synthesizer other than privorl-n that the CLI can set; others are refused."""
+def _registered_options(args: argparse.Namespace):
+    """The config of a registered synthesizer other than privorl-n, from the preset and the CLI settings that apply
+    to it; settings that do not apply are refused."""
     from privsynth.synth import registry
 
     if args.config == "demo":

@@ -155,8 +155,11 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
 
 
 def _synthesize_registered(name: str, params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
-    """Any registered synthesizer through the same steps: make (preset + overrides from ``config``), fit (pre-train on
-    the public data, DP fine-tune at ``epsilon``), sample ``num_samples`` transitions, save data, model and ledger."""
+    """Any registered synthesizer through the same steps: make, fit (pre-train on the public data, DP fine-tune at
+    ``epsilon``), sample ``num_samples`` transitions, save data, model and ledger.
+
+    ``config: {preset: tiny, privorl-j: {finetune: {epochs: 20}}}``: the preset applies to every name, overrides sit
+    under the synthesizer's name (one suite grid mixes synthesizers whose configs share no fields)."""
     from privsynth.release import release_dataset
     from privsynth.synth import registry
 

@@ -28,7 +28,7 @@ from privsynth.privacy.dpsgd import DPSGDConfig, DPTrainResult, dp_train
 __all__ = ["replayed_noise", "replay_attack"]
 
 
-def replayed_noise(generator: torch.Generator, *, n_units: int, sample_rate: float, steps: int,
+def replayed_noise(generator: torch.Generator, *, n_units: int, steps: int,
                    shapes: list[torch.Size], std: float) -> list[torch.Tensor]:
     """Σₜ noiseₜ per parameter as the ``bk`` engine would have drawn it from ``generator`` (mask first, then noise)."""
     total = [torch.zeros(s) for s in shapes]
@@ -66,7 +66,7 @@ def replay_attack(
     start = model.lin.weight.detach().clone()
     run = dp_train(model, (items,), cfg, make_optimizer=lambda ps: torch.optim.SGD(ps, lr=1.0))
     update = (model.lin.weight.detach() - start).double()
-    (noise,) = replayed_noise(guess_generator(), n_units=len(items), sample_rate=run.sample_rate, steps=run.steps,
+    (noise,) = replayed_noise(guess_generator(), n_units=len(items), steps=run.steps,
                               shapes=[model.lin.weight.shape], std=run.noise_multiplier * cfg.max_grad_norm)
     clipped_sum = update * cfg.batch_size + noise.double()  # Σₜ C·Σ sampled uₖ if the replay is right
     scores = directions @ clipped_sum.numpy().reshape(-1)

@@ -196,7 +196,10 @@ def load(path: str | Path) -> Synthesizer:
     path = Path(path)
     if not path.exists():
         raise InvalidData(f"no synthesizer checkpoint at {path}")
-    head = path.read_bytes()[:1] if path.is_file() else b""
+    head = b""
+    if path.is_file():
+        with path.open("rb") as fh:  # one byte tells JSON from a torch archive; the file is read once, below
+            head = fh.read(1)
     if head == b"{":
         try:
             tag = json.loads(path.read_text()).get("synthesizer")
