@@ -120,3 +120,19 @@ def test_a_pickled_object_is_not_a_checkpoint(tmp_path):
     with pytest.raises(PrivsynthError) as err:  # UnsafeCheckpoint: nothing in the file ran
         registry.load(path)
     assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", _params())
+def test_white_box_audit_reaches_every_synthesizer(name, fitted):
+    """``privsynth audit --checkpoint`` attacks any registered synthesizer through its adapter (issue 19, item 2)."""
+    from privsynth.evaluation.mia import as_adapter, run_audit
+
+    synth = fitted(name)
+    pub, sens = _data(name)
+    unit = "trajectory" if registry.entry(name).episodes else "transition"
+    adapter = as_adapter(synth, unit)
+    result = run_audit(synth, sens, pub, unit=unit, max_units=40, seed=0)
+    expected = {"loss", "pia"} if adapter.has_denoiser else {"loss"}
+    assert set(result["attacks"]) == expected
+    for att in result["attacks"].values():
+        assert 0.0 <= att["auc"] <= 1.0 and att["n_members"] > 0 and att["n_non_members"] > 0

@@ -61,17 +61,10 @@ def register(subparsers) -> None:
 
 
 def _load_synth(path: str):
-    """A transition (PrivORL-n) or trajectory (PrivORL-j, DP-Transformer) synthesizer checkpoint."""
-    from privsynth.synth import TransitionSynthesizer
-    from privsynth.synth.trajectory.synthesizer import TrajectorySynthesizer
+    """Any registered synthesizer's checkpoint (``privsynth.synth.load``: the file's format tag decides)."""
+    from privsynth.synth.registry import load
 
-    try:
-        return TransitionSynthesizer.load(path)
-    except InvalidData as first:
-        try:
-            return TrajectorySynthesizer.load(path)
-        except InvalidData:
-            raise first from None
+    return load(path)
 
 
 def _load_records(ref: str):
@@ -150,7 +143,12 @@ def run(args: argparse.Namespace) -> int:
     if args.checkpoint:
         target = _load_synth(args.checkpoint)
         reference = as_adapter(_load_synth(ref_model)) if ref_model else None
-        names = args.attacks or ("loss,pia,loss_ref" if reference is not None else "loss,pia")
+        if args.attacks:
+            names = args.attacks
+        elif not as_adapter(target, args.unit).has_denoiser:  # baselines, DP-Transformer: the loss attack only
+            names = "loss,loss_ref" if reference is not None else "loss"
+        else:
+            names = "loss,pia,loss_ref" if reference is not None else "loss,pia"
         attacks = build_attacks(names, sigma=args.sigma, repeats=args.repeats, reference=reference)
         report["white_box"] = run_audit(target, members, non_members, attacks, unit=args.unit,
                                         max_units=args.max_units, seed=args.seed, n_boot=args.bootstrap)

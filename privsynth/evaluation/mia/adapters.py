@@ -39,6 +39,8 @@ class DiffusionAdapter:
     """Base adapter; subclasses wrap one synthesizer type."""
 
     unit: str = "transition"
+    has_denoiser: bool = True  # False: only the loss attack applies (baselines, the autoregressive DP-Transformer)
+    deterministic_loss: bool = False  # True: loss() ignores σ and the noise, so one draw is enough
 
     def encode(self, rows: np.ndarray) -> torch.Tensor:
         """Raw transition rows ``[N, D]`` -> normalised model input ``[N, D]`` (float32)."""
@@ -106,6 +108,7 @@ class TrajectoryAdapter(DiffusionAdapter):
         if reduce not in ("sum", "mean"):
             raise InvalidData(f"trajectory reduction must be 'sum' or 'mean', got '{reduce}'")
         self.inner, self.reduce = inner, reduce
+        self.has_denoiser, self.deterministic_loss = inner.has_denoiser, inner.deterministic_loss
 
     def encode(self, rows: np.ndarray) -> torch.Tensor:
         return self.inner.encode(rows)
@@ -156,8 +159,12 @@ class FragmentAdapter(DiffusionAdapter):
         self.model = synth.released.eval()  # EMA weights: what is sampled and released
 
     @property
-    def has_denoiser(self) -> bool:
+    def has_denoiser(self) -> bool:  # type: ignore[override]
         return hasattr(self.model, "denoise")
+
+    @property
+    def deterministic_loss(self) -> bool:  # type: ignore[override]
+        return not self.has_denoiser  # the Gaussian NLL ignores σ and the noise
 
     def records(self, data: OfflineDataset | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if not isinstance(data, OfflineDataset):
@@ -202,8 +209,8 @@ class FragmentAdapter(DiffusionAdapter):
         return sums[np.argsort(first, kind="stable")]
 
 
-# Adapters by synthesizer class (the most derived registered class wins). Until the synthesizer registry of the
-# one-door issue exists, this is where a new synthesizer type is made auditable.
+# Adapters by synthesizer class (the most derived registered class wins): where a new synthesizer type is made
+# auditable. Every name of ``privsynth.synth.names()`` has one (tests/test_audit_any_synth.py).
 ADAPTERS: dict[type, Any] = {}
 
 
@@ -213,6 +220,10 @@ def register_adapter(synth_cls: type, factory: Any) -> None:
 
 
 def _register_builtin() -> None:
+    from privsynth.evaluation.mia.baseline_adapters import GeneratorAdapter, MarginalAdapter
+    from privsynth.synth.baselines.pategan import PATEGANSynthesizer
+    from privsynth.synth.baselines.pgm import PGMSynthesizer
+    from privsynth.synth.baselines.privsyn import PrivSynSynthesizer
     from privsynth.synth.trajectory.synthesizer import TrajectorySynthesizer
     from privsynth.synth.transition import TransitionSynthesizer
 
@@ -226,8 +237,18 @@ def _register_builtin() -> None:
                               "unit 'trajectory'")
         return FragmentAdapter(synth)
 
+    def baseline(factory: Any) -> Any:
+        def make(synth: Any, unit: str) -> DiffusionAdapter:
+            inner = factory(synth)
+            return TrajectoryAdapter(inner) if unit == "trajectory" else inner
+
+        return make
+
     ADAPTERS.setdefault(TransitionSynthesizer, transition)
     ADAPTERS.setdefault(TrajectorySynthesizer, trajectory)
+    ADAPTERS.setdefault(PrivSynSynthesizer, baseline(MarginalAdapter))
+    ADAPTERS.setdefault(PGMSynthesizer, baseline(MarginalAdapter))
+    ADAPTERS.setdefault(PATEGANSynthesizer, baseline(GeneratorAdapter))  # and PrePATEGAN, a subclass
 
 
 def as_adapter(model: Any, unit: str = "transition") -> DiffusionAdapter:

@@ -75,10 +75,11 @@ class LossAttack(Attack):
     def row_scores(self, adapter, x, generator):
         sig = _full(x, self.sigma)
         total = torch.zeros(x.shape[0], dtype=torch.float64)
-        for _ in range(self.repeats):
+        repeats = 1 if getattr(adapter, "deterministic_loss", False) else self.repeats  # σ/noise ignored: one draw
+        for _ in range(repeats):
             noise = torch.randn(x.shape, generator=generator, dtype=x.dtype)
             total += adapter.loss(x, sig, noise).double()
-        return -total / self.repeats
+        return -total / repeats
 
 
 @dataclass

@@ -69,7 +69,7 @@ def run_audit(
     adapter = as_adapter(target, unit)
     ref_adapter = as_adapter(reference, "transition") if reference is not None else None
     if attacks is None:
-        attacks = default_attacks(ref_adapter)
+        attacks = default_attacks(ref_adapter) if adapter.has_denoiser else [LossAttack(repeats=1)]
     if not attacks:
         raise InvalidData("no attack to run")
     members = subsample_units(members, max_units, seed, unit)
