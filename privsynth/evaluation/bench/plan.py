@@ -3,7 +3,7 @@ run together as one job (docs/benchmarks.md)."""
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from privsynth.errors import InvalidData
 from privsynth.evaluation.bench.kinds import group_runner
@@ -11,7 +11,7 @@ from privsynth.evaluation.bench.records import CellRecord, read_record
 from privsynth.evaluation.bench.sources import resolved_spec
 from privsynth.evaluation.bench.suite import Cell, Stage, Suite, canonical, cell_id, dataset_names, expand_stage
 
-__all__ = ["plan_stage", "collect_records", "current_records", "records_for", "group_jobs"]
+__all__ = ["plan_stage", "collect_records", "current_records", "records_for", "selections", "group_jobs"]
 
 Job = TypeVar("Job")
 
@@ -65,6 +65,14 @@ def records_for(suite: Suite, spec: dict[str, Any]) -> list[CellRecord]:
         suite.current = current_records(suite)
     return [r for name, recs in suite.current.items() for r in recs
             if (spec.get("stage") in (None, name)) and (spec.get("kind") in (None, r.kind))]
+
+
+def selections(suite: Suite, specs: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], list[CellRecord]]]:
+    """``(spec, records)`` of every table or plot spec that selects at least one current record."""
+    for spec in specs:
+        recs = records_for(suite, spec)
+        if recs:
+            yield spec, recs
 
 
 def group_jobs(items: Sequence[Job], stage: Stage, workers: int,

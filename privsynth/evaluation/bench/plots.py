@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from privsynth.errors import InvalidData
-from privsynth.evaluation.bench.plan import records_for
+from privsynth.evaluation.bench.plan import selections
 from privsynth.evaluation.bench.suite import Suite
 from privsynth.evaluation.bench.tables import label, records_frame
 
@@ -25,10 +25,7 @@ def write_plots(suite: Suite) -> list[Path]:
     out_dir = suite.out / "plots"
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for spec in suite.plots:
-        recs = records_for(suite, spec)
-        if not recs:
-            continue
+    for spec, recs in selections(suite, suite.plots):
         path = out_dir / f"{spec['name']}.png"
         if spec["type"] == "privacy_utility":
             privacy_utility_plot(plt, recs, spec, path)

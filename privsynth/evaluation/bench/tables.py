@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from privsynth.evaluation.bench.plan import records_for
+from privsynth.evaluation.bench.plan import selections
 from privsynth.evaluation.bench.suite import Suite
 
 __all__ = ["records_frame", "summary_table", "write_tables", "eps_label", "label"]
@@ -92,10 +92,7 @@ def write_tables(suite: Suite) -> list[Path]:
     out_dir = suite.out / "tables"
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for spec in suite.tables:
-        recs = records_for(suite, spec)
-        if not recs:
-            continue
+    for spec, recs in selections(suite, suite.tables):
         table = summary_table(recs, list(spec.get("rows", [])), list(spec["values"]), spec.get("cols"),
                               int(spec.get("digits", 3)))
         name = spec["name"]
