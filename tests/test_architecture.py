@@ -219,16 +219,29 @@ def test_allowed_cycles_still_exist():
     assert not ALLOWED_CYCLES - found, f"circles fixed, remove them from ALLOWED_CYCLES: {ALLOWED_CYCLES - found}"
 
 
-def test_bench_registry_reaches_no_cell_module():
-    """The module cells register with imports nothing that imports a cell module, even on first use."""
-    graph = import_graph(all_modules(), deferred=True)
-    reached, todo = set(), ["privsynth.evaluation.bench.registry"]
+def _reached(graph: dict[str, set[str]], start: str) -> set[str]:
+    reached, todo = set(), [start]
     while todo:
         for nxt in graph[todo.pop()] - reached:
             reached.add(nxt)
             todo.append(nxt)
+    return reached
+
+
+def test_bench_registry_reaches_no_cell_module():
+    """The module cells register with imports nothing that imports a cell module, even on first use."""
+    reached = _reached(import_graph(all_modules(), deferred=True), "privsynth.evaluation.bench.registry")
     assert "privsynth.evaluation.bench.registry" not in reached
     assert not {m for m in reached if m.endswith("cells")}, sorted(reached)
+
+
+@pytest.mark.parametrize("module", ["privsynth.evaluation.bench.registry", "privsynth.evaluation.runner"])
+def test_registering_a_cell_loads_no_runner(module):
+    """A cell module may import ``register_cell`` from the registry or from the old ``runner`` name: neither loads
+    the part of the runner that imports cell modules (kinds, plan, execute) when it is imported."""
+    runner_parts = {"privsynth.evaluation.bench.kinds", "privsynth.evaluation.bench.plan",
+                    "privsynth.evaluation.bench.execute", "privsynth.evaluation.cells"}
+    assert not _reached(import_graph(all_modules()), module) & runner_parts
 
 
 def _long_modules() -> dict[str, int]:

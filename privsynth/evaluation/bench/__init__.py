@@ -21,6 +21,7 @@ One module per job, each importing only from those above it in this list (``test
 * :mod:`.tables`, :mod:`.plots`: the suite's tables (markdown, HTML, CSV) and plots from the finished records.
 * :mod:`.execute`: running the unfinished cells stage by stage on an executor (:mod:`privsynth.evaluation.executors`).
 
-``privsynth.evaluation.runner`` re-exports the names scripts used before this split. This package's ``__init__``
-imports nothing, so a cell module importing :mod:`.registry` loads only the registry.
+``privsynth.evaluation.runner`` re-exports the names scripts used before this split (loading the runner's parts on
+first access). This package's ``__init__`` imports nothing, so a cell module importing :mod:`.registry` loads only
+the registry.
 """

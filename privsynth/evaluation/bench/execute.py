@@ -20,7 +20,7 @@ from privsynth.evaluation.bench.plan import group_jobs, plan_stage
 from privsynth.evaluation.bench.plots import write_plots
 from privsynth.evaluation.bench.records import CellFailure, CellRecord, RunSummary, read_record, write_json
 from privsynth.evaluation.bench.sources import prepare_datasets
-from privsynth.evaluation.bench.suite import Cell, Suite
+from privsynth.evaluation.bench.suite import Cell, Stage, Suite
 from privsynth.evaluation.bench.tables import write_tables
 from privsynth.evaluation.executors import EXECUTORS, Executor, make_executor
 
@@ -106,7 +106,8 @@ def run_suite(suite: Suite, *, workers: int | None = None, only: Iterable[str] |
 
     ``executor="local"`` runs cells in a process pool of ``workers``; ``"ray"`` submits them as Ray tasks with the
     stage's ``cpus`` (on the cluster at ``address``, else a local Ray instance); see
-    :mod:`privsynth.evaluation.executors`. ``dry_run`` plans and logs, runs and writes nothing.
+    :mod:`privsynth.evaluation.executors`. ``dry_run`` plans and logs; it runs no cell and writes no record, table
+    or plot.
     """
     pool = LazyExecutor(executor, max(1, int(workers or suite.workers)), address)
     try:
@@ -144,8 +145,8 @@ def run(suite: Suite, pool: LazyExecutor, *, only: Iterable[str] | None = None, 
     return summary
 
 
-def _run_stage(suite: Suite, stage, todo: list[Cell], finished: dict[str, list[CellRecord]], pool: LazyExecutor,
-               summary: RunSummary, progress: bool, log: Callable[[str], None]) -> None:
+def _run_stage(suite: Suite, stage: Stage, todo: list[Cell], finished: dict[str, list[CellRecord]],
+               pool: LazyExecutor, summary: RunSummary, progress: bool, log: Callable[[str], None]) -> None:
     by_id = {r.id: r for recs in finished.values() for r in recs}
     jobs = [CellJob(id=c.id, kind=c.kind, stage=c.stage, params=c.params, upstream=c.upstream,
                     upstream_record=by_id.get(c.upstream) if c.upstream else None, datasets=suite.datasets,

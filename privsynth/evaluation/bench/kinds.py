@@ -14,7 +14,8 @@ from typing import Any
 
 from privsynth.errors import InvalidData
 from privsynth.evaluation.bench.context import CellContext
-from privsynth.evaluation.bench.registry import CellFn, GroupFn, GroupKey, cell_kind, cell_kinds, group_kind, register_cell
+from privsynth.evaluation.bench.registry import (CellFn, GroupFn, GroupKey, cell_kind, cell_kinds, group_kind,
+                                                 register_cell)
 
 __all__ = ["BUILTIN_KIND_MODULES", "load_builtin_kinds", "resolve_kind", "group_runner", "echo_cell"]
 
