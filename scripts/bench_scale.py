@@ -32,7 +32,8 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 
 def bench_executors(cells: int, sleep: float, workers: int) -> dict:
-    from privsynth.evaluation.runner import load_suite, run_suite
+    from privsynth.evaluation.bench.execute import run_suite
+    from privsynth.evaluation.bench.suite import load_suite
 
     out: dict = {"cells": cells, "sleep_per_cell_s": sleep, "workers": workers}
     with tempfile.TemporaryDirectory() as tmp:

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze  # noqa: E402
 from privsynth.evaluation.cells import _apply  # noqa: E402
 from privsynth.evaluation.fidelity import tabular_fidelity, utility_predictor  # noqa: E402
-from privsynth.evaluation.runner import load_dataset_file, save_dataset  # noqa: E402
+from privsynth.evaluation.bench.sources import load_dataset_file, save_dataset  # noqa: E402
 from privsynth.synth import TransitionSynthesizer, cpu_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

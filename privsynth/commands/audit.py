@@ -69,7 +69,7 @@ def _load_synth(path: str):
 
 def _load_records(ref: str):
     if ref.endswith(".npz") and Path(ref).is_file():
-        from privsynth.evaluation.runner import load_dataset_file
+        from privsynth.evaluation.bench.sources import load_dataset_file
 
         return load_dataset_file(Path(ref))
     from privsynth.data import minari_io

@@ -142,7 +142,7 @@ def synthesize_cell(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
     cost fields the ``cost`` cell reads (PrivORL Table XI) and the ledger's ε.
     """
     from privsynth.errors import InvalidData
-    from privsynth.evaluation.runner import save_dataset
+    from privsynth.evaluation.bench.sources import save_dataset
     from privsynth.release import release_dataset
 
     method = params.get("synthesizer")

@@ -27,9 +27,13 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from privsynth.evaluation.runner import _init_worker, load_suite, run_suite, write_plots, write_tables
+    from privsynth.evaluation.bench.execute import run_suite
+    from privsynth.evaluation.bench.plots import write_plots
+    from privsynth.evaluation.bench.suite import load_suite
+    from privsynth.evaluation.bench.tables import write_tables
+    from privsynth.evaluation.executors import init_worker
 
-    _init_worker()  # cells run inline when workers == 1: one torch thread, as in the pool workers
+    init_worker()  # cells run inline when workers == 1: one torch thread, as in the pool workers
 
     suite = load_suite(args.suite, results_dir=args.results_dir)
     if args.tables_only:
@@ -38,8 +42,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     summary = run_suite(suite, workers=args.workers, only=args.only, dry_run=args.dry_run,
                         progress=not args.no_progress, executor=args.executor, address=args.address)
-    print(f"{suite.name}: {summary['ran']} ran, {summary['skipped']} skipped, {summary['failed']} failed, "
-          f"{summary['blocked']} blocked; results in {suite.out}")
-    for path in summary.get("tables", []) + summary.get("plots", []):
+    print(f"{suite.name}: {summary.ran} ran, {summary.skipped} skipped, {summary.failed} failed, "
+          f"{summary.blocked} blocked; results in {suite.out}")
+    for path in summary.tables + summary.plots:
         print(f"  {path}")
-    return 1 if summary["failed"] else 0
+    return 1 if summary.failed else 0

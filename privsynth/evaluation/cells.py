@@ -23,7 +23,9 @@ import time
 from typing import Any
 
 from privsynth.errors import InvalidData
-from privsynth.evaluation.runner import CellContext, load_dataset_file, register_cell, register_group, save_dataset
+from privsynth.evaluation.bench.context import CellContext
+from privsynth.evaluation.bench.registry import register_cell, register_group
+from privsynth.evaluation.bench.sources import load_dataset_file, save_dataset
 
 
 # ----------------------------------------------------------------------------------------------------- helpers
@@ -253,7 +255,7 @@ def mia_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     if ctx.upstream is None:
         raise InvalidData(f"mia cell {ctx.cell_id} needs an upstream synthesize cell")
     target = TransitionSynthesizer.load(ctx.upstream_dir / "model.pt")
-    pre_id = ctx.upstream.get("upstream")
+    pre_id = ctx.upstream.upstream
     reference = None
     if pre_id and (ctx.suite_dir / "artifacts" / pre_id / "model.pt").exists():
         reference = as_adapter(TransitionSynthesizer.load(ctx.suite_dir / "artifacts" / pre_id / "model.pt"))
@@ -312,7 +314,7 @@ def cost_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     sampling throughput, checkpoint size, parameters, peak memory of the worker process."""
     if ctx.upstream is None:
         raise InvalidData(f"cost cell {ctx.cell_id} needs an upstream synthesize cell")
-    res = ctx.upstream["result"]
+    res = ctx.upstream.result
     out = {k: res[k] for k in ("finetune_seconds", "sample_seconds", "n_parameters", "peak_rss_mb") if k in res}
     steps = res.get("dp_steps")
     if steps:
@@ -322,5 +324,5 @@ def cost_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     model = ctx.upstream_dir / "model.pt"
     if model.exists():
         out["checkpoint_mb"] = model.stat().st_size / 2**20
-    out["private"] = ctx.upstream["params"].get("epsilon") is not None
+    out["private"] = ctx.upstream.params.get("epsilon") is not None
     return out

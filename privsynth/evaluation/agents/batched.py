@@ -24,6 +24,8 @@ bit on this torch/MKL build, and within a larger K each agent matches its own ru
 The speed-up is bounded by arithmetic: at batch 256 and width 256 one IQL update is ~0.5 GFLOP of matrix products and
 a single agent already runs them at about half a core's matmul rate, so batching recovers only the launch, Python
 and allocation overhead (``scripts/bench_agents.py --batched``; docs/agents.md).
+
+The stacked layers, the per-slice optimiser and the per-agent helpers are in :mod:`.stacked`.
 """
 from __future__ import annotations
 
@@ -36,186 +38,14 @@ from torch import nn
 from privsynth.evaluation.agents.common import Batch, soft_update
 from privsynth.evaluation.agents.edac import EDAC
 from privsynth.evaluation.agents.iql import IQL
-from privsynth.evaluation.agents.nets import EnsembleLinear, EnsembleMLP
+from privsynth.evaluation.agents.stacked import (SliceAdam, StackedLinear, StackedMLP, member_forward, randn_per_agent,
+                                                 repeat_members, stack_batches, stacked_linears)
 from privsynth.evaluation.agents.td3bc import TD3BC
 
+# SliceAdam, StackedLinear, StackedMLP and stack_batches live in .stacked and are re-exported here
 __all__ = ["SliceAdam", "StackedLinear", "StackedMLP", "BatchedIQL", "BatchedTD3BC", "BatchedEDAC", "stack_learners", "stack_batches"]
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
-
-
-def stack_batches(batches: Sequence[Batch]) -> Batch:
-    """K minibatches of equal size -> one :class:`Batch` with a leading agent axis."""
-    return Batch(*(torch.stack(parts) for parts in zip(*batches)))
-
-
-# ------------------------------------------------------------------------------------------------ stacked layers
-class _StackedLinearFn(torch.autograd.Function):
-    """``y = b + x·Wᵀ`` per slice with ``W [E, out, in]``, whose backward forms the gradients in ``nn.Linear``'s
-    orientation (``∂W = gᵀ·x``, ``∂x = g·W``). Plain autograd through ``baddbmm`` would compute ``∂W`` as
-    ``(xᵀ·g)ᵀ``: the same sums in another order, which differs from ``nn.Linear`` in the last bits for thin layers
-    (a 6-wide input layer), so K = 1 would not reproduce the unbatched learner exactly."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(x, weight)
-        if weight.shape[1] == 1 and weight.shape[0] > 1:
-            # a one-output head (IQL's V): MKL's batched kernel sums these dot products in another order than
-            # nn.Linear's addmm once the batch has more than one slice; K tiny addmm calls keep every slice exact
-            return torch.stack([torch.addmm(bias[k], x[k], weight[k].t()) for k in range(weight.shape[0])])
-        return torch.baddbmm(bias, x, weight.transpose(1, 2))
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        x, weight = ctx.saved_tensors
-        gx = torch.bmm(grad, weight) if ctx.needs_input_grad[0] else None
-        gw = torch.bmm(grad.transpose(1, 2), x) if ctx.needs_input_grad[1] else None
-        gb = grad.sum(1, keepdim=True) if ctx.needs_input_grad[2] else None
-        return gx, gw, gb
-
-
-class StackedLinear(nn.Module):
-    """``E`` ``nn.Linear`` layers in their own layout: weight ``[E, out, in]``, bias ``[E, 1, out]``;
-    ``x [E, B, in] -> [E, B, out]``."""
-
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(weight.clone())
-        self.bias = nn.Parameter(bias.clone())
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _StackedLinearFn.apply(x, self.weight, self.bias)
-
-
-class StackedMLP(nn.Module):
-    """The MLPs of K agents as one stack of layers; ReLU between layers (and after the last if asked).
-
-    ``forward(x [E, B, in]) -> [E, B, out]`` with E = K·members. Layers stacked from ``nn.Linear`` keep its layout
-    (:class:`StackedLinear`), layers stacked from :class:`EnsembleLinear` keep theirs, so each agent's slice runs
-    the same kernels as its unbatched network. :meth:`load_into` writes the stack back into the per-agent layers.
-    """
-
-    def __init__(self, layers: Sequence[nn.Module], *, relu_last: bool = False) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(layers)
-        self.relu_last = relu_last
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        last = len(self.layers) - 1
-        for i, layer in enumerate(self.layers):
-            x = layer(x)
-            if i < last or self.relu_last:
-                x = x.relu_()  # in place: neither layer's backward reads its output; saves a [K, B, width] buffer
-        return x
-
-    @classmethod
-    def from_members(cls, members: Sequence[Sequence[nn.Module]], *, relu_last: bool = False) -> "StackedMLP":
-        """``members[j]`` is agent j's list of layers (``nn.Linear`` or ``EnsembleLinear``), in order."""
-        layers: list[nn.Module] = []
-        for i, first in enumerate(members[0]):
-            parts = [m[i] for m in members]
-            if isinstance(first, EnsembleLinear):
-                layer = EnsembleLinear(first.in_features, first.out_features, sum(p.ensemble_size for p in parts))
-                with torch.no_grad():
-                    layer.weight.copy_(torch.cat([p.weight for p in parts]))
-                    layer.bias.copy_(torch.cat([p.bias for p in parts]))
-            elif isinstance(first, nn.Linear):
-                layer = StackedLinear(torch.stack([p.weight.detach() for p in parts]),
-                                      torch.stack([p.bias.detach() for p in parts]).unsqueeze(1))
-            else:
-                raise TypeError(f"cannot stack a {type(first).__name__}")
-            layers.append(layer)
-        return cls(layers, relu_last=relu_last)
-
-    @torch.no_grad()
-    def load_into(self, members: Sequence[Sequence[nn.Module]]) -> None:
-        """Write the stack back into per-agent layers (the inverse of :meth:`from_members`)."""
-        for i, layer in enumerate(self.layers):
-            start = 0
-            for m in members:
-                target = m[i]
-                e = target.ensemble_size if isinstance(target, EnsembleLinear) else 1
-                if isinstance(target, EnsembleLinear):
-                    target.weight.copy_(layer.weight[start:start + e])
-                    target.bias.copy_(layer.bias[start:start + e])
-                else:
-                    target.weight.copy_(layer.weight[start])
-                    target.bias.copy_(layer.bias[start, 0])
-                start += e
-
-
-def _linears(module: nn.Module) -> list[nn.Module]:
-    return [m for m in module.modules() if isinstance(m, (nn.Linear, EnsembleLinear))]
-
-
-def _member_forward(stack: StackedMLP, x: torch.Tensor, k: int, members: int) -> torch.Tensor:
-    """Member ``j`` of every agent (agent-major stack of ``members`` per agent) on ``x [K, B, in]``."""
-    last = len(stack.layers) - 1
-    for i, layer in enumerate(stack.layers):
-        w = layer.weight.unflatten(0, (-1, members))[:, k]
-        b = layer.bias.unflatten(0, (-1, members))[:, k]
-        if w.shape[2] == 1 and w.shape[0] > 1:  # one-output head: per-slice addmm, as in _StackedLinearFn
-            x = torch.stack([torch.addmm(b[j], x[j], w[j]) for j in range(w.shape[0])])
-        else:
-            x = torch.baddbmm(b, x, w)
-        if i < last:
-            x = torch.relu(x)
-    return x
-
-
-def _repeat_members(x: torch.Tensor, members: int) -> torch.Tensor:
-    """``[K, B, d] -> [K·members, B, d]``: each agent's input for each of its members (agent-major)."""
-    return x.unsqueeze(1).expand(x.shape[0], members, *x.shape[1:]).reshape(-1, *x.shape[1:])
-
-
-def _randn(generators: Sequence[torch.Generator | None], shape: Sequence[int]) -> torch.Tensor:
-    """Standard normals ``[K, *shape]``, agent k's slice from agent k's generator (as its unbatched learner draws)."""
-    return torch.stack([torch.randn(tuple(shape), generator=g) for g in generators])
-
-
-class SliceAdam:
-    """Adam over stacked parameters that steps every agent's slice as its own tensor (torch's fused CPU kernel).
-
-    The fused kernel vectorises each tensor it is given and finishes odd-sized tails in scalar code, so one update of
-    a stacked ``[K, 1, A]`` log σ would round some elements differently from the unbatched learner's ``[A]``. Handing
-    the kernel one view per agent (rows ``j·M … (j+1)·M`` of every stacked tensor) gives each agent exactly the
-    arithmetic of its own ``torch.optim.Adam(fused=True)``. Defaults as torch's: β (0.9, 0.999), ε 1e-8.
-    """
-
-    def __init__(self, groups: Sequence[dict], k: int, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8) -> None:
-        self.k, self.betas, self.eps = k, betas, eps
-        self.param_groups = []
-        for g in groups:
-            params = list(g["params"])
-            exp_avg = [torch.zeros_like(x) for x in params]
-            exp_avg_sq = [torch.zeros_like(x) for x in params]
-            self.param_groups.append({
-                "params": params, "lr": float(g["lr"]), "step": torch.zeros((), dtype=torch.float32),
-                "views": [(x.detach().chunk(k), a.chunk(k), s.chunk(k)) for x, a, s in zip(params, exp_avg, exp_avg_sq)],
-            })
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        for g in self.param_groups:
-            for x in g["params"]:
-                x.grad = None
-
-    @torch.no_grad()
-    def step(self) -> None:
-        for g in self.param_groups:
-            ps, grads, avgs, sqs = [], [], [], []
-            for x, (pv, av, sv) in zip(g["params"], g["views"]):
-                if x.grad is None:
-                    continue
-                ps += pv
-                grads += x.grad.chunk(self.k)
-                avgs += av
-                sqs += sv
-            if not ps:
-                continue
-            g["step"] += 1
-            torch._fused_adam_(ps, grads, avgs, sqs, [], [g["step"]] * len(ps), lr=g["lr"], beta1=self.betas[0],
-                               beta2=self.betas[1], weight_decay=0.0, eps=self.eps, amsgrad=False, maximize=False)
 
 
 class _Batched(nn.Module):
@@ -254,10 +84,10 @@ class BatchedIQL(_Batched):
     def __init__(self, learners: Sequence[IQL]) -> None:
         super().__init__(learners)
         cfg = self.config
-        self.v = StackedMLP.from_members([_linears(x.v) for x in learners])
-        self.q = StackedMLP.from_members([_linears(x.q) for x in learners])
-        self.q_target = StackedMLP.from_members([_linears(x.q_target) for x in learners]).requires_grad_(False)
-        self.actor_net = StackedMLP.from_members([_linears(x.actor.net) for x in learners])
+        self.v = StackedMLP.from_members([stacked_linears(x.v) for x in learners])
+        self.q = StackedMLP.from_members([stacked_linears(x.q) for x in learners])
+        self.q_target = StackedMLP.from_members([stacked_linears(x.q_target) for x in learners]).requires_grad_(False)
+        self.actor_net = StackedMLP.from_members([stacked_linears(x.actor.net) for x in learners])
         self.log_std = nn.Parameter(torch.stack([x.actor.log_std.detach() for x in learners]).unsqueeze(1))
         self.max_action = learners[0].actor.max_action
         self.optimizer = SliceAdam(
@@ -275,7 +105,7 @@ class BatchedIQL(_Batched):
 
     def update(self, b: Batch) -> dict[str, torch.Tensor]:
         cfg = self.config
-        sa = _repeat_members(torch.cat([b.obs, b.act], dim=-1), 2)  # [2K, B, in]
+        sa = repeat_members(torch.cat([b.obs, b.act], dim=-1), 2)  # [2K, B, in]
         with torch.no_grad():
             target_q = self.q_target(sa).unflatten(0, (self.k, 2)).amin(1).squeeze(-1)  # [K, B]
             next_v = self.v(b.next_obs).squeeze(-1)
@@ -313,10 +143,10 @@ class BatchedIQL(_Batched):
     @torch.no_grad()
     def write_back(self) -> None:
         """Copy the stacked weights (and step counts) into the K learners."""
-        self.v.load_into([_linears(x.v) for x in self.learners])
-        self.q.load_into([_linears(x.q) for x in self.learners])
-        self.q_target.load_into([_linears(x.q_target) for x in self.learners])
-        self.actor_net.load_into([_linears(x.actor.net) for x in self.learners])
+        self.v.load_into([stacked_linears(x.v) for x in self.learners])
+        self.q.load_into([stacked_linears(x.q) for x in self.learners])
+        self.q_target.load_into([stacked_linears(x.q_target) for x in self.learners])
+        self.actor_net.load_into([stacked_linears(x.actor.net) for x in self.learners])
         for j, x in enumerate(self.learners):
             x.actor.log_std.copy_(self.log_std[j, 0])
             x.steps = self.steps
@@ -330,10 +160,10 @@ class BatchedTD3BC(_Batched):
         super().__init__(learners)
         cfg = self.config
         self.max_action = learners[0].max_action
-        self.actor = StackedMLP.from_members([_linears(x.actor) for x in learners])
-        self.actor_target = StackedMLP.from_members([_linears(x.actor_target) for x in learners]).requires_grad_(False)
-        self.critic = StackedMLP.from_members([_linears(x.critic) for x in learners])
-        self.critic_target = StackedMLP.from_members([_linears(x.critic_target) for x in learners])
+        self.actor = StackedMLP.from_members([stacked_linears(x.actor) for x in learners])
+        self.actor_target = StackedMLP.from_members([stacked_linears(x.actor_target) for x in learners]).requires_grad_(False)
+        self.critic = StackedMLP.from_members([stacked_linears(x.critic) for x in learners])
+        self.critic_target = StackedMLP.from_members([stacked_linears(x.critic_target) for x in learners])
         self.critic_target.requires_grad_(False)
         self.actor_opt = SliceAdam([{"params": self.actor.parameters(), "lr": cfg.actor_lr}], self.k)
         self.critic_opt = SliceAdam([{"params": self.critic.parameters(), "lr": cfg.critic_lr}], self.k)
@@ -348,13 +178,13 @@ class BatchedTD3BC(_Batched):
     def update(self, b: Batch) -> dict[str, torch.Tensor]:
         cfg = self.config
         with torch.no_grad():
-            noise = (_randn(self.generators, b.act.shape[1:]) * (cfg.policy_noise * self.max_action)).clamp(
+            noise = (randn_per_agent(self.generators, b.act.shape[1:]) * (cfg.policy_noise * self.max_action)).clamp(
                 -cfg.noise_clip * self.max_action, cfg.noise_clip * self.max_action)
             next_act = (self._pi(self.actor_target, b.next_obs) + noise).clamp(-self.max_action, self.max_action)
-            nsa = _repeat_members(torch.cat([b.next_obs, next_act], dim=-1), 2)
+            nsa = repeat_members(torch.cat([b.next_obs, next_act], dim=-1), 2)
             target_q = self.critic_target(nsa).unflatten(0, (self.k, 2)).amin(1).squeeze(-1)  # [K, B]
             target = b.rew + (1.0 - b.done) * cfg.discount * target_q
-        sa = _repeat_members(torch.cat([b.obs, b.act], dim=-1), 2)
+        sa = repeat_members(torch.cat([b.obs, b.act], dim=-1), 2)
         qs = self.critic(sa).squeeze(-1).unflatten(0, (self.k, 2))  # [K, 2, B]
         critic_loss = (qs - target.unsqueeze(1)).square().mean(-1).sum(-1)  # [K]
         self.critic_opt.zero_grad(set_to_none=True)
@@ -366,7 +196,7 @@ class BatchedTD3BC(_Batched):
             for p in self._critic_params:
                 p.requires_grad_(False)
             pi = self._pi(self.actor, b.obs)
-            q = _member_forward(self.critic, torch.cat([b.obs, pi], dim=-1), 0, 2).squeeze(-1)  # [K, B]
+            q = member_forward(self.critic, torch.cat([b.obs, pi], dim=-1), 0, 2).squeeze(-1)  # [K, B]
             lmbda = cfg.alpha / q.abs().mean(-1).detach()
             actor_loss = -lmbda * q.mean(-1) + (pi - b.act).square().flatten(1).mean(-1)
             self.actor_opt.zero_grad(set_to_none=True)
@@ -384,10 +214,10 @@ class BatchedTD3BC(_Batched):
 
     @torch.no_grad()
     def write_back(self) -> None:
-        self.actor.load_into([_linears(x.actor) for x in self.learners])
-        self.actor_target.load_into([_linears(x.actor_target) for x in self.learners])
-        self.critic.load_into([_linears(x.critic) for x in self.learners])
-        self.critic_target.load_into([_linears(x.critic_target) for x in self.learners])
+        self.actor.load_into([stacked_linears(x.actor) for x in self.learners])
+        self.actor_target.load_into([stacked_linears(x.actor_target) for x in self.learners])
+        self.critic.load_into([stacked_linears(x.critic) for x in self.learners])
+        self.critic_target.load_into([stacked_linears(x.critic_target) for x in self.learners])
         for j, x in enumerate(self.learners):
             x.steps = self.steps
             x._last_actor_loss = self._last_actor_loss[j].clone()
@@ -403,11 +233,11 @@ class BatchedEDAC(_Batched):
         a0 = learners[0].actor
         self.max_action = learners[0].max_action
         self.log_std_min, self.log_std_max = a0.log_std_min, a0.log_std_max
-        self.trunk = StackedMLP.from_members([_linears(x.actor.trunk) for x in learners], relu_last=True)
+        self.trunk = StackedMLP.from_members([stacked_linears(x.actor.trunk) for x in learners], relu_last=True)
         self.mu = StackedMLP.from_members([[x.actor.mu] for x in learners])
         self.log_sigma = StackedMLP.from_members([[x.actor.log_sigma] for x in learners])
-        self.critic = StackedMLP.from_members([_linears(x.critic) for x in learners])
-        self.critic_target = StackedMLP.from_members([_linears(x.critic_target) for x in learners])
+        self.critic = StackedMLP.from_members([stacked_linears(x.critic) for x in learners])
+        self.critic_target = StackedMLP.from_members([stacked_linears(x.critic_target) for x in learners])
         self.critic_target.requires_grad_(False)
         self.log_alpha = nn.Parameter(torch.stack([x.log_alpha.detach() for x in learners]))  # [K, 1]
         self.target_entropy = learners[0].target_entropy
@@ -424,7 +254,7 @@ class BatchedEDAC(_Batched):
         h = self.trunk(obs)
         mu = self.mu(h)
         log_sigma = self.log_sigma(h).clamp(self.log_std_min, self.log_std_max)
-        eps = _randn(self.generators, mu.shape[1:])
+        eps = randn_per_agent(self.generators, mu.shape[1:])
         u = mu + eps * log_sigma.exp()
         tanh_u = torch.tanh(u)
         log_prob = (-0.5 * eps.square() - log_sigma - _HALF_LOG_2PI).sum(-1)
@@ -434,7 +264,7 @@ class BatchedEDAC(_Batched):
     def _q(self, net: StackedMLP, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
         """``[K, B, ·]`` states and actions -> ``[K, N, B]`` values of each agent's N critics."""
         n = self.config.num_critics
-        return net(_repeat_members(torch.cat([obs, act], dim=-1), n)).squeeze(-1).unflatten(0, (self.k, n))
+        return net(repeat_members(torch.cat([obs, act], dim=-1), n)).squeeze(-1).unflatten(0, (self.k, n))
 
     def update(self, b: Batch) -> dict[str, torch.Tensor]:
         cfg = self.config
@@ -462,8 +292,8 @@ class BatchedEDAC(_Batched):
             next_act, next_log_prob = self._sample(b.next_obs)
             q_next = self._q(self.critic_target, b.next_obs, next_act).amin(1)
             y = b.rew + cfg.discount * (1.0 - b.done) * (q_next - alpha * next_log_prob)  # [K, B]
-        obs_n = _repeat_members(b.obs, n)
-        act_n = _repeat_members(b.act, n).requires_grad_(True)  # [K·N, B, A]
+        obs_n = repeat_members(b.obs, n)
+        act_n = repeat_members(b.act, n).requires_grad_(True)  # [K·N, B, A]
         q = self.critic(torch.cat([obs_n, act_n], dim=-1)).squeeze(-1)  # [K·N, B]
         td_loss = (q.unflatten(0, (k, n)) - y.unsqueeze(1)).square().mean(-1).sum(-1)  # [K]
         grad = torch.autograd.grad(q.sum(), act_n, create_graph=True)[0]  # [K·N, B, A]
@@ -486,11 +316,11 @@ class BatchedEDAC(_Batched):
 
     @torch.no_grad()
     def write_back(self) -> None:
-        self.trunk.load_into([_linears(x.actor.trunk) for x in self.learners])
+        self.trunk.load_into([stacked_linears(x.actor.trunk) for x in self.learners])
         self.mu.load_into([[x.actor.mu] for x in self.learners])
         self.log_sigma.load_into([[x.actor.log_sigma] for x in self.learners])
-        self.critic.load_into([_linears(x.critic) for x in self.learners])
-        self.critic_target.load_into([_linears(x.critic_target) for x in self.learners])
+        self.critic.load_into([stacked_linears(x.critic) for x in self.learners])
+        self.critic_target.load_into([stacked_linears(x.critic_target) for x in self.learners])
         for j, x in enumerate(self.learners):
             x.log_alpha.copy_(self.log_alpha[j])
             x.steps = self.steps

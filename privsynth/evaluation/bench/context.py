@@ -1,0 +1,49 @@
+"""What a cell function may use besides its params (docs/benchmarks.md, "Cell kinds")."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from privsynth.data.dataset import OfflineDataset
+from privsynth.errors import InvalidData
+from privsynth.evaluation.bench.records import CellRecord
+from privsynth.evaluation.bench.sources import dataset_path, load_dataset_file
+
+__all__ = ["CellContext"]
+
+
+@dataclass
+class CellContext:
+    """The suite's datasets, the cell's artifact folder, and the record of its upstream cell (None without one).
+
+    ``upstream`` is a :class:`~privsynth.evaluation.bench.records.CellRecord`; ``upstream["result"]`` reads it as the
+    dict it was before records were typed.
+    """
+
+    suite_dir: Path
+    cell_id: str
+    datasets: dict[str, dict[str, Any]]
+    upstream: CellRecord | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.upstream, dict):  # a record as stored (JSON)
+            self.upstream = CellRecord.from_json(self.upstream)
+
+    @property
+    def artifact_dir(self) -> Path:
+        d = self.suite_dir / "artifacts" / self.cell_id
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    @property
+    def upstream_dir(self) -> Path:
+        if self.upstream is None:
+            raise InvalidData(f"cell {self.cell_id} has no upstream cell")
+        return self.suite_dir / "artifacts" / self.upstream.id
+
+    def dataset(self, name: str) -> OfflineDataset:
+        """A suite dataset by name (prepared before the stages run)."""
+        if name not in self.datasets:
+            raise InvalidData(f"dataset '{name}' is not declared in the suite")
+        return load_dataset_file(dataset_path(self.suite_dir, name, self.datasets))

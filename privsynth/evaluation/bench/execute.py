@@ -1,0 +1,195 @@
+"""Running a suite: every unfinished cell, stage by stage, on an executor (a local process pool or Ray tasks,
+:mod:`privsynth.evaluation.executors`, docs/scale_out.md), then its tables and plots.
+
+A cell runs as a :class:`CellJob` (what a worker needs, picklable) and comes back as a
+:class:`~privsynth.evaluation.bench.records.CellRecord`; a failure is recorded next to the results as
+``<id>.failed.json`` and retried on the next run, and never stops the grid.
+"""
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from privsynth.errors import InvalidData, PrivsynthError
+from privsynth.evaluation.bench.context import CellContext
+from privsynth.evaluation.bench.kinds import group_runner, resolve_kind
+from privsynth.evaluation.bench.plan import group_jobs, plan_stage
+from privsynth.evaluation.bench.plots import write_plots
+from privsynth.evaluation.bench.records import CellFailure, CellRecord, RunSummary, read_record, write_json
+from privsynth.evaluation.bench.sources import prepare_datasets
+from privsynth.evaluation.bench.suite import Cell, Stage, Suite
+from privsynth.evaluation.bench.tables import write_tables
+from privsynth.evaluation.executors import EXECUTORS, Executor, make_executor
+
+__all__ = ["CellJob", "run_suite", "run", "execute_cell", "execute_group"]
+
+
+@dataclass
+class CellJob:
+    """One cell as a worker runs it: the cell, its upstream record and where the suite's files are."""
+
+    id: str
+    kind: str
+    stage: str
+    params: dict[str, Any]
+    upstream: str | None
+    upstream_record: CellRecord | None
+    datasets: dict[str, dict[str, Any]]  # every dataset spec of the suite
+    suite_dir: str
+
+    def context(self) -> CellContext:
+        return CellContext(Path(self.suite_dir), self.id, self.datasets, self.upstream_record)
+
+    def record(self, *, status: str, result: dict[str, Any] | None, error: str | None, seconds: float) -> CellRecord:
+        return CellRecord(id=self.id, kind=self.kind, stage=self.stage, params=self.params, upstream=self.upstream,
+                          status=status, error=error, result=result, seconds=round(seconds, 3),
+                          finished_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+def execute_cell(job: CellJob) -> CellRecord:
+    """Run one cell (in a worker or inline); never raises: a failure comes back as a record with the traceback."""
+    t0 = time.perf_counter()
+    try:
+        result = resolve_kind(job.kind)(dict(job.params), job.context())
+        return job.record(status="done", result=result, error=None, seconds=time.perf_counter() - t0)
+    except Exception as exc:  # noqa: BLE001 - a cell failure must not stop the grid
+        error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        if not isinstance(exc, PrivsynthError):
+            error += "\n" + traceback.format_exc()
+        return job.record(status="failed", result=None, error=error, seconds=time.perf_counter() - t0)
+
+
+def execute_group(jobs: list[CellJob]) -> list[CellRecord]:
+    """Run a group of compatible cells as one job through their kind's group runner (a single cell, or a kind
+    without one, runs alone). If the group runner fails, every cell runs alone so a bad cell fails only itself.
+
+    The group runner is looked up through :func:`~privsynth.evaluation.bench.kinds.group_runner`, which imports the
+    built-in cell modules first: a fresh worker process has not imported them yet."""
+    runner = group_runner(jobs[0].kind) if len(jobs) > 1 else None
+    if runner is None:
+        return [execute_cell(j) for j in jobs]
+    t0 = time.perf_counter()
+    try:
+        results = runner[1]([dict(j.params) for j in jobs], [j.context() for j in jobs])
+    except Exception:  # noqa: BLE001 - fall back to one cell at a time
+        return [execute_cell(j) for j in jobs]
+    seconds = (time.perf_counter() - t0) / len(jobs)  # each cell's share of the job
+    return [j.record(status="done", result=r, error=None, seconds=seconds) for j, r in zip(jobs, results)]
+
+
+class LazyExecutor:
+    """The executor, started on the first stage with work (Ray takes seconds to start)."""
+
+    def __init__(self, name: str, workers: int, address: str | None) -> None:
+        if name not in EXECUTORS:
+            raise InvalidData(f"unknown executor '{name}': choose {' or '.join(EXECUTORS)}")
+        self.name, self.workers, self.address = name, workers, address
+        self.executor: Executor | None = None
+
+    def get(self) -> Executor:
+        if self.executor is None:
+            self.executor = make_executor(self.name, workers=self.workers, address=self.address)
+        return self.executor
+
+    def close(self) -> None:
+        if self.executor is not None:
+            self.executor.close()
+
+
+def run_suite(suite: Suite, *, workers: int | None = None, only: Iterable[str] | None = None, dry_run: bool = False,
+              progress: bool = True, log: Callable[[str], None] = print, executor: str = "local",
+              address: str | None = None) -> RunSummary:
+    """Run every unfinished cell stage by stage, then write tables and plots.
+
+    ``executor="local"`` runs cells in a process pool of ``workers``; ``"ray"`` submits them as Ray tasks with the
+    stage's ``cpus`` (on the cluster at ``address``, else a local Ray instance); see
+    :mod:`privsynth.evaluation.executors`. ``dry_run`` plans and logs; it runs no cell and writes no record, table
+    or plot.
+    """
+    pool = LazyExecutor(executor, max(1, int(workers or suite.workers)), address)
+    try:
+        return run(suite, pool, only=only, dry_run=dry_run, progress=progress, log=log)
+    finally:
+        pool.close()
+
+
+def run(suite: Suite, pool: LazyExecutor, *, only: Iterable[str] | None = None, dry_run: bool = False,
+        progress: bool = True, log: Callable[[str], None] = print) -> RunSummary:
+    """:func:`run_suite` on an executor the caller owns."""
+    only = set(only) if only else None
+    cells_dir = suite.cells_dir
+    cells_dir.mkdir(parents=True, exist_ok=True)
+    if not dry_run:
+        prepare_datasets(suite)
+    summary = RunSummary(suite=suite.name)
+    finished: dict[str, list[CellRecord]] = {}
+    for stage in suite.stages:
+        cells, blocked = plan_stage(suite, stage, finished)
+        summary.blocked += blocked
+        todo = [c for c in cells if not (cells_dir / f"{c.id}.json").exists()]
+        if only is not None and stage.name not in only and stage.kind not in only:
+            todo = []
+        summary.skipped += len(cells) - len(todo)
+        log(f"[{suite.name}] stage {stage.name}: {len(cells)} cells, {len(cells) - len(todo)} finished, {len(todo)} to run"
+            + (f", {blocked} waiting on unfinished or failed upstream cells" if blocked else ""))
+        if not dry_run and todo:
+            _run_stage(suite, stage, todo, finished, pool, summary, progress, log)
+        finished[stage.name] = _adopt_finished(cells, stage.name, cells_dir, write=not dry_run)
+    if not dry_run:
+        suite.current = finished
+        summary.tables = [str(p) for p in write_tables(suite)]
+        summary.plots = [str(p) for p in write_plots(suite)]
+    return summary
+
+
+def _run_stage(suite: Suite, stage: Stage, todo: list[Cell], finished: dict[str, list[CellRecord]],
+               pool: LazyExecutor, summary: RunSummary, progress: bool, log: Callable[[str], None]) -> None:
+    by_id = {r.id: r for recs in finished.values() for r in recs}
+    jobs = [CellJob(id=c.id, kind=c.kind, stage=c.stage, params=c.params, upstream=c.upstream,
+                    upstream_record=by_id.get(c.upstream) if c.upstream else None, datasets=suite.datasets,
+                    suite_dir=str(suite.out)) for c in todo]
+    groups = group_jobs(jobs, stage, pool.workers, params_of=lambda j: j.params)
+    if len(groups) < len(jobs):
+        log(f"[{suite.name}] stage {stage.name}: {len(jobs)} cells in {len(groups)} jobs "
+            f"(compatible cells train as one batched model)")
+    for rec in _map(groups, pool.get(), [stage.cpus] * len(groups), progress, f"{suite.name}/{stage.name}"):
+        if rec.done:
+            (suite.cells_dir / f"{rec.id}.failed.json").unlink(missing_ok=True)
+            write_json(suite.cells_dir / f"{rec.id}.json", rec.to_json())
+            summary.ran += 1
+        else:
+            write_json(suite.cells_dir / f"{rec.id}.failed.json", rec.to_json())
+            summary.failed += 1
+            summary.failures.append(CellFailure(id=rec.id, error=rec.first_error_line))
+            log(f"[{suite.name}] cell {rec.id} failed: {rec.first_error_line}")
+
+
+def _adopt_finished(cells: list[Cell], stage_name: str, cells_dir: Path, write: bool) -> list[CellRecord]:
+    """Records of the stage's finished cells; one produced under another stage name is adopted (renamed on disk)."""
+    out = []
+    for c in cells:
+        path = cells_dir / f"{c.id}.json"
+        if path.exists():
+            rec = read_record(path)
+            if rec.stage != stage_name and write:
+                rec.stage = stage_name
+                write_json(path, rec.to_json())
+            out.append(rec)
+    return out
+
+
+def _map(groups: list[list[CellJob]], executor: Executor, cpus: list[float], progress: bool,
+         desc: str) -> Iterator[CellRecord]:
+    from tqdm import tqdm
+
+    bar = tqdm(total=sum(len(g) for g in groups), desc=desc, disable=not progress, leave=False)
+    try:
+        for recs in executor.map(execute_group, groups, cpus):
+            for rec in recs:
+                yield rec
+                bar.update()
+    finally:
+        bar.close()

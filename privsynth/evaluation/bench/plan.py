@@ -1,0 +1,95 @@
+"""Planning: the cells a stage defines (each linked to its upstream cell), which of them are finished, and which
+run together as one job (docs/benchmarks.md)."""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Iterator, Sequence, TypeVar
+
+from privsynth.errors import InvalidData
+from privsynth.evaluation.bench.kinds import group_runner
+from privsynth.evaluation.bench.records import CellRecord, read_record
+from privsynth.evaluation.bench.sources import resolved_spec
+from privsynth.evaluation.bench.suite import Cell, Stage, Suite, canonical, cell_id, dataset_names, expand_stage
+
+__all__ = ["plan_stage", "collect_records", "current_records", "records_for", "selections", "group_jobs"]
+
+Job = TypeVar("Job")
+
+
+def plan_stage(suite: Suite, stage: Stage, finished: dict[str, list[CellRecord]]) -> tuple[list[Cell], int]:
+    """Cells of a stage, each linked to its upstream among the ``finished`` records of earlier stages; returns
+    (cells, number blocked by a missing upstream)."""
+    cells, blocked = [], 0
+    for params in expand_stage(stage):
+        upstream = None
+        if stage.needs:
+            match, where = stage.needs.get("match", []), stage.needs.get("where", {})
+            cands = [r for r in finished.get(stage.needs["stage"], [])
+                     if all(r.params.get(k) == params.get(k) for k in match)
+                     and all(r.params.get(k) == v for k, v in where.items())]
+            if not cands and not stage.needs.get("optional", False):
+                blocked += 1
+                continue
+            if len(cands) > 1:
+                raise InvalidData(f"stage '{stage.name}': {len(cands)} upstream cells match {({k: params.get(k) for k in match})}; add keys to 'match'")
+            upstream = cands[0].id if cands else None
+        names = dataset_names(params, suite.datasets)
+        specs = {n: resolved_spec(n, suite.datasets) for n in sorted(names)}
+        cell = Cell(kind=stage.kind, params=params, stage=stage.name, upstream=upstream, datasets=specs)
+        cell.id = cell_id(cell.kind, params, upstream, specs)
+        cells.append(cell)
+    return cells, blocked
+
+
+def collect_records(suite: Suite, kind: str | None = None, stage: str | None = None) -> list[CellRecord]:
+    """Finished cell records of the suite (optionally of one kind or stage), in file-name order, including cells of
+    older configs still on disk."""
+    d = suite.cells_dir
+    paths = sorted(p for p in d.glob("*.json") if not p.name.endswith(".failed.json")) if d.exists() else []
+    recs = [read_record(p) for p in paths]
+    return [r for r in recs if (kind is None or r.kind == kind) and (stage is None or r.stage == stage)]
+
+
+def current_records(suite: Suite) -> dict[str, list[CellRecord]]:
+    """Finished records of the cells the suite defines *now*, per stage (cells of older configs are left out)."""
+    finished: dict[str, list[CellRecord]] = {}
+    for stage in suite.stages:
+        cells, _ = plan_stage(suite, stage, finished)
+        finished[stage.name] = [read_record(p) for c in cells if (p := suite.cells_dir / f"{c.id}.json").exists()]
+    return finished
+
+
+def records_for(suite: Suite, spec: dict[str, Any]) -> list[CellRecord]:
+    """Current records a table or plot ``spec`` selects (by ``stage`` and/or ``kind``)."""
+    if suite.current is None:
+        suite.current = current_records(suite)
+    return [r for name, recs in suite.current.items() for r in recs
+            if (spec.get("stage") in (None, name)) and (spec.get("kind") in (None, r.kind))]
+
+
+def selections(suite: Suite, specs: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], list[CellRecord]]]:
+    """``(spec, records)`` of every table or plot spec that selects at least one current record."""
+    for spec in specs:
+        recs = records_for(suite, spec)
+        if recs:
+            yield spec, recs
+
+
+def group_jobs(items: Sequence[Job], stage: Stage, workers: int,
+               params_of: Callable[[Job], dict[str, Any]]) -> list[list[Job]]:
+    """Jobs of a stage: compatible cells (equal group key of their params) in groups of at most ``stage.group``,
+    split so that the ``workers`` stay busy (8 compatible cells on 2 workers: two jobs of 4); other cells one per
+    job."""
+    runner = group_runner(stage.kind) if stage.group > 1 else None
+    if runner is None:
+        return [[item] for item in items]
+    key_fn = runner[0]
+    by_key: dict[str, list[Job]] = {}
+    for item in items:
+        by_key.setdefault(canonical(key_fn(params_of(item))), []).append(item)
+    jobs = []
+    for members in by_key.values():
+        n_jobs = max(math.ceil(len(members) / stage.group), min(workers, len(members)))
+        size = math.ceil(len(members) / n_jobs)
+        jobs += [members[i:i + size] for i in range(0, len(members), size)]
+    return jobs

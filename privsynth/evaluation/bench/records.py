@@ -1,0 +1,115 @@
+"""Typed results of the benchmark: one finished cell (:class:`CellRecord`) and one run (:class:`RunSummary`).
+
+A cell's record is stored as ``<results>/<suite>/cells/<id>.json`` (``.failed.json`` for a failure) in the layout
+:meth:`CellRecord.to_json` writes; records committed under ``evaluation/results`` load with :meth:`CellRecord.from_json`
+and regenerate their tables unchanged. Both types are also read-only mappings (``record["result"]``), the form cell
+functions and scripts used before the records were typed.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CellRecord", "CellFailure", "RunSummary", "write_json", "read_record"]
+
+
+class _FieldView(Mapping):
+    """``obj["name"]`` reads the dataclass field ``name``: the old dict access keeps working."""
+
+    def _names(self) -> list[str]:
+        return [f.name for f in fields(self) if f.name != "extra"]  # type: ignore[arg-type]
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._names():
+            return getattr(self, key)
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+
+@dataclass
+class CellRecord(_FieldView):
+    """One cell's outcome: what it was (kind, stage, params, upstream id) and what it gave (result or error)."""
+
+    id: str
+    kind: str
+    stage: str
+    params: dict[str, Any]
+    upstream: str | None = None  # id of the upstream cell
+    status: str = "done"  # "done" or "failed"
+    error: str | None = None  # the exception (with traceback unless it was a one-line PrivsynthError)
+    result: dict[str, Any] | None = None  # what the cell function returned
+    seconds: float = 0.0  # wall time (a grouped cell: its share of the group's job)
+    finished_at: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)  # keys of records written by other versions
+
+    @property
+    def done(self) -> bool:
+        return self.status == "done"
+
+    @property
+    def first_error_line(self) -> str:
+        return (self.error or "").splitlines()[0] if self.error else ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored layout (key order as written since the first benchmark results)."""
+        out = {name: getattr(self, name) for name in self._names()}
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "CellRecord":
+        names = {f.name for f in fields(cls)} - {"extra"}
+        return cls(**{k: v for k, v in obj.items() if k in names},
+                   extra={k: v for k, v in obj.items() if k not in names})
+
+
+@dataclass
+class CellFailure(_FieldView):
+    id: str
+    error: str  # first line of the error
+
+
+@dataclass
+class RunSummary(_FieldView):
+    """What one ``run_suite`` did: counts of cells ran, skipped (finished before), failed and blocked (waiting on a
+    missing upstream), the failures, and the tables and plots written."""
+
+    suite: str
+    ran: int = 0
+    skipped: int = 0
+    failed: int = 0
+    blocked: int = 0
+    failures: list[CellFailure] = field(default_factory=list)
+    tables: list[str] = field(default_factory=list)
+    plots: list[str] = field(default_factory=list)
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return str(obj)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """``obj`` as indented JSON (numpy values as numbers), written to a temporary sibling and renamed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, default=_json_default))
+    os.replace(tmp, path)
+
+
+def read_record(path: Path) -> CellRecord:
+    return CellRecord.from_json(json.loads(Path(path).read_text()))

@@ -1,0 +1,157 @@
+"""A suite's datasets: the registered sources (random, pointmaze, locomotion, minari), splits of another dataset,
+and the ``.npz`` cache under ``<results>/<suite>/data`` they are prepared into once, before the stages run."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privsynth.data.dataset import DatasetInfo, OfflineDataset
+from privsynth.errors import InvalidData
+from privsynth.evaluation.bench.registry import dataset_source, dataset_sources, register_dataset_source
+from privsynth.evaluation.bench.suite import Suite, canonical
+
+__all__ = ["save_dataset", "load_dataset_file", "dataset_path", "resolved_spec", "split_transitions",
+           "prepare_datasets"]
+
+_ARRAYS = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts", "episode_ids")
+
+
+# ---------------------------------------------------------------------------------------------------- sources
+@register_dataset_source("random")
+def random_dataset(episodes: int = 4, length: int = 10, obs_dim: int = 2, act_dim: int = 1, seed: int = 0,
+                   name: str = "random", **_) -> OfflineDataset:
+    """Gaussian episodes, for runner tests and dry runs."""
+    rng = np.random.default_rng(seed)
+    n = episodes * length
+    obs = rng.normal(size=(n, obs_dim)).astype(np.float32)
+    timeouts = np.zeros(n, dtype=bool)
+    timeouts[length - 1 :: length] = True
+    return OfflineDataset(
+        observations=obs, actions=rng.uniform(-1, 1, (n, act_dim)).astype(np.float32), rewards=rng.normal(size=n),
+        next_observations=obs + 0.1, terminals=np.zeros(n, dtype=bool), timeouts=timeouts,
+        episode_ids=np.repeat(np.arange(episodes), length), info=DatasetInfo(name=name, ref_min_score=0.0, ref_max_score=1.0),
+    )
+
+
+@register_dataset_source("pointmaze")
+def pointmaze_dataset(**spec) -> OfflineDataset:
+    """``privsynth.data.pointmaze.generate_pointmaze`` with the spec's PointMazeConfig fields (maze, steps, seed, ...)."""
+    from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze  # data helper
+
+    return generate_pointmaze(PointMazeConfig(**spec), progress=False)
+
+
+@register_dataset_source("locomotion")
+def locomotion_dataset(**spec) -> OfflineDataset:
+    """``privsynth.data.locomotion.generate_locomotion`` from a shipped SAC policy (env, kind, steps, seed, ...)."""
+    from privsynth.data.locomotion.generate import LocomotionConfig, generate_locomotion  # data helper
+
+    return generate_locomotion(LocomotionConfig(**spec), progress=False)
+
+
+@register_dataset_source("minari")
+def minari_dataset(dataset_id: str, **_) -> OfflineDataset:
+    """A Minari dataset by id, from the local store."""
+    from privsynth.data import minari_io  # data helper
+
+    return minari_io.load_dataset(dataset_id)
+
+
+# ---------------------------------------------------------------------------------------------------- the cache
+def save_dataset(ds: OfflineDataset, path: Path) -> None:
+    """Cache a dataset as one ``.npz`` (arrays + info JSON), written atomically. A cache, not a release format."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, info=np.array(json.dumps(ds.info.to_dict(), default=str)), **{k: getattr(ds, k) for k in _ARRAYS})
+    os.replace(tmp, path)
+
+
+def load_dataset_file(path: Path) -> OfflineDataset:
+    """A dataset cached by :func:`save_dataset` (read as arrays and JSON, never unpickled)."""
+    with np.load(path, allow_pickle=False) as z:
+        return OfflineDataset(**{k: z[k] for k in _ARRAYS}, info=DatasetInfo.from_dict(json.loads(str(z["info"]))))
+
+
+def resolved_spec(name: str, specs: dict[str, Any]) -> Any:
+    """A dataset's spec with the specs of the datasets it derives from inlined (so the cache key covers them)."""
+    spec = dict(specs[name])
+    if "split_of" in spec:
+        spec["split_of"] = resolved_spec(spec["split_of"], specs)
+    return spec
+
+
+def dataset_path(suite_dir: Path, name: str, specs: dict[str, Any]) -> Path:
+    """Where dataset ``name`` of a suite is cached: its name plus a hash of its resolved spec."""
+    digest = hashlib.sha1(canonical(resolved_spec(name, specs)).encode()).hexdigest()[:10]
+    return suite_dir / "data" / f"{name}-{digest}.npz"
+
+
+# ---------------------------------------------------------------------------------------------------- preparing
+def split_transitions(ds: OfflineDataset, fraction: float, seed: int = 0) -> tuple[OfflineDataset, OfflineDataset]:
+    """Random split of the *transitions* (PrivORL's ``train_test_split`` on rows): the unit of transition-level DP.
+
+    Rows keep their episode ids (episodes become gappy, which transition-level consumers do not mind).
+    """
+    if not 0.0 < fraction < 1.0:
+        raise InvalidData(f"split fraction must be in (0, 1), got {fraction}")
+    n = ds.n_transitions
+    perm = np.random.default_rng(seed).permutation(n)
+    k = min(max(int(round(fraction * n)), 1), n - 1)
+
+    def take(idx: np.ndarray) -> OfflineDataset:
+        idx = np.sort(idx)
+        return OfflineDataset(**{a: getattr(ds, a)[idx] for a in _ARRAYS}, info=DatasetInfo.from_dict(ds.info.to_dict()))
+
+    return take(perm[:k]), take(perm[k:])
+
+
+def _split(name: str, spec: dict[str, Any], whole: OfflineDataset) -> OfflineDataset:
+    fraction, seed = float(spec.get("fraction", 0.8)), int(spec.get("seed", 0))
+    by = spec.get("by", "episode")
+    if by == "episode":
+        first, second = whole.split_episodes(fraction, seed=seed)
+    elif by == "transition":
+        first, second = split_transitions(whole, fraction, seed)
+    else:
+        raise InvalidData(f"dataset '{name}': split 'by' must be 'episode' or 'transition', got '{by}'")
+    return first if spec.get("part", "first") == "first" else second
+
+
+def prepare_datasets(suite: Suite) -> None:
+    """Generate, load or split every declared dataset once, in the main process, caching them as ``.npz``."""
+    done: set[str] = set()
+
+    def build(name: str, chain: tuple[str, ...] = ()) -> None:
+        if name in done:
+            return
+        if name not in suite.datasets:
+            raise InvalidData(f"dataset '{name}' is not declared in suite '{suite.name}'")
+        if name in chain:
+            raise InvalidData(f"datasets {' -> '.join(chain + (name,))} form a cycle")
+        path = dataset_path(suite.out, name, suite.datasets)
+        if not path.exists():
+            spec = dict(suite.datasets[name])
+            sensitive = spec.pop("sensitive", None)
+            if "split_of" in spec:
+                parent = spec.pop("split_of")
+                build(parent, chain + (name,))
+                ds = _split(name, spec, load_dataset_file(dataset_path(suite.out, parent, suite.datasets)))
+            else:
+                source = dataset_source(spec.pop("source", None) or "")
+                if source is None:
+                    raise InvalidData(f"dataset '{name}' has unknown source '{suite.datasets[name].get('source')}': "
+                                      f"use one of {dataset_sources()} or split_of")
+                ds = source(**spec)
+            if sensitive is not None:
+                ds.info.sensitive = bool(sensitive)
+            ds.info.name = name
+            save_dataset(ds, path)
+        done.add(name)
+
+    for name in suite.datasets:
+        build(name)
