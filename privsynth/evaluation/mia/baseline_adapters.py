@@ -28,7 +28,7 @@ import torch
 
 from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData
-from privsynth.evaluation.mia.adapters import DiffusionAdapter
+from privsynth.evaluation.mia.adapter_base import DiffusionAdapter
 
 __all__ = ["MarginalAdapter", "GeneratorAdapter"]
 
