@@ -20,7 +20,8 @@ import torch
 
 from privsynth.errors import PrivsynthError
 from privsynth.methods.kickstart.dirichlet import DirichletMechanism, lipschitz_upper_bound, restrict
-from privsynth.methods.kickstart.ppo import KickstartedPPO, PPOConfig, mlp
+from privsynth.methods.kickstart.ppo import KickstartedPPO, PPOConfig
+from privsynth.nn import mlp
 from privsynth.methods.checkpoint import load_state_dict_file
 from privsynth.methods.kickstart.teacher import PrivateTeacher, TeacherConfig
 from privsynth.privacy.noise import NoiseSource
@@ -143,7 +144,7 @@ def load_teacher(out: Path, cfg: SuiteConfig) -> tuple[torch.nn.Module, dict[str
     if not path.exists():
         raise PrivsynthError(f"no teacher at {path}; train it first")
     env = make_env(cfg.env_id)
-    net = mlp([int(np.prod(env.observation_space.shape)), *cfg.teacher_hidden, int(env.action_space.n)])
+    net = mlp(int(np.prod(env.observation_space.shape)), cfg.teacher_hidden, int(env.action_space.n), act=torch.nn.Tanh)
     net.load_state_dict(load_state_dict_file(path))  # weights_only: a checkpoint cannot run code
     net.eval()
     return net, json.loads((out / "teacher.json").read_text())

@@ -26,8 +26,7 @@ import torch
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.data.normalize import refuse_sensitive
 from privsynth.errors import InvalidData
-
-from privsynth.methods.kickstart.ppo import mlp
+from privsynth.nn import mlp
 
 __all__ = ["discrete_actions", "BCConfig", "train_bc_teacher", "collect_dataset", "kickstart_utility"]
 
@@ -59,7 +58,7 @@ def train_bc_teacher(dataset: OfflineDataset, n_actions: int, config: BCConfig |
     rng = np.random.default_rng(cfg.seed)
     obs = torch.as_tensor(dataset.observations, dtype=torch.float32)
     act = torch.as_tensor(discrete_actions(dataset, n_actions))
-    net = mlp([obs.shape[1], *cfg.hidden, n_actions])
+    net = mlp(obs.shape[1], cfg.hidden, n_actions, act=torch.nn.Tanh)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     n = len(obs)
     for _ in range(cfg.epochs):

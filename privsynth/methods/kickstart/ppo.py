@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from privsynth.nn import mlp
 from privsynth.methods.kickstart.dirichlet import concentration_radius
 from privsynth.methods.kickstart.teacher import PrivateTeacher
 
@@ -46,15 +47,6 @@ class PPOConfig:
     kick_beta: float = 0.05  # β of eq. 15 [GUESS: not reported]
     kick_weight: float = 1.0  # weight of the penalty [PAPER: none, i.e. 1]
     seed: int = 0
-
-
-def mlp(sizes: list[int], act: type[nn.Module] = nn.Tanh) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for i in range(len(sizes) - 1):
-        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
-        if i < len(sizes) - 2:
-            layers.append(act())
-    return nn.Sequential(*layers)
 
 
 def privacy_aware_penalty(
@@ -116,8 +108,8 @@ class KickstartedPPO:
         self.n_actions = int(env.action_space.n)
         torch.manual_seed(self.cfg.seed)
         self.np_rng = np.random.default_rng(self.cfg.seed)
-        self.pi = mlp([obs_dim, *self.cfg.hidden, self.n_actions])
-        self.v = mlp([obs_dim, *self.cfg.hidden, 1])
+        self.pi = mlp(obs_dim, self.cfg.hidden, self.n_actions, act=nn.Tanh)
+        self.v = mlp(obs_dim, self.cfg.hidden, 1, act=nn.Tanh)
         self.pi_opt = torch.optim.Adam(self.pi.parameters(), lr=self.cfg.pi_lr)
         self.v_opt = torch.optim.Adam(self.v.parameters(), lr=self.cfg.vf_lr)
         self.obs_dim = obs_dim

@@ -27,6 +27,7 @@ synthcity is blocked on the same Opacus pin.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import time
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from torch import nn
 from privsynth.data.dataset import OfflineDataset
 from privsynth.data.normalize import Normalizer
 from privsynth.errors import InvalidData
+from privsynth.nn import mlp
 from privsynth.privacy import accounting as acc
 from privsynth.privacy.ledger import LedgerEvent
 from privsynth.privacy.noise import NoiseSource
@@ -97,13 +99,8 @@ class PATEGANConfig:
 
 
 def _mlp(d_in: int, units: int, layers: int, d_out: int) -> nn.Sequential:
-    mods: list[nn.Module] = []
-    d = d_in
-    for _ in range(layers):
-        mods += [nn.Linear(d, units), nn.LeakyReLU(0.2)]
-        d = units
-    mods.append(nn.Linear(d, d_out))
-    return nn.Sequential(*mods)
+    """``layers`` hidden layers of ``units`` with LeakyReLU(0.2), the PATE-GAN networks' shape."""
+    return mlp(d_in, (units,) * layers, d_out, act=functools.partial(nn.LeakyReLU, 0.2))
 
 
 class PATEGANSynthesizer(BaselineSynthesizer):

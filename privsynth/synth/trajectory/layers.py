@@ -16,6 +16,8 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
+from privsynth.nn import mlp
+
 __all__ = ["SelfAttention", "Block", "PositionEmbedding", "FourierEmbedding", "mlp2", "per_token"]
 
 
@@ -108,4 +110,4 @@ class FourierEmbedding(nn.Module):
 
 def mlp2(d_in: int, hidden: int, d_out: int) -> nn.Sequential:
     """Two Linear layers with GELU (PrivORL-J's per-modality embedding and output MLPs)."""
-    return nn.Sequential(nn.Linear(d_in, hidden), nn.GELU(), nn.Linear(hidden, d_out))
+    return mlp(d_in, (hidden,), d_out, act=nn.GELU)
