@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 
 from privsynth.errors import InvalidData
+from privsynth.rl.evaluate import evaluate_policy
 
 __all__ = [
     "ENV_SPECS", "EnvSpec", "VecClassicEnv", "LinearExperts", "ExpertData", "ExpertPoolConfig",
-    "variant_grid", "train_linear_experts", "collect_expert_data", "make_expert_pool", "evaluate_policy",
+    "variant_grid", "train_linear_experts", "collect_expert_data", "make_expert_pool", "default_env_returns",
 ]
 
 
@@ -403,19 +404,7 @@ def make_expert_pool(cfg: ExpertPoolConfig) -> tuple[LinearExperts, ExpertData]:
     return experts, data
 
 
-def evaluate_policy(env: str, act_fn, n_episodes: int = 10, horizon: int | None = None, seed: int = 0) -> np.ndarray:
-    """Returns of ``act_fn(obs [B, D]) -> actions [B]`` over ``n_episodes`` parallel episodes in the default env."""
-    spec = get_spec(env)
-    horizon = horizon or spec.eval_horizon
-    venv = VecClassicEnv(env, n_episodes, None, seed)
-    obs = venv.reset()
-    alive = np.ones(n_episodes, bool)
-    ret = np.zeros(n_episodes)
-    for _ in range(horizon):
-        a = np.asarray(act_fn(obs))
-        obs, r, term = venv.step(a)
-        ret += np.where(alive, r, 0.0)
-        alive &= ~term
-        if not alive.any():
-            break
-    return ret
+def default_env_returns(env: str, act_fn, n_episodes: int = 10, seed: int = 0) -> np.ndarray:
+    """Returns of ``act_fn(obs [B, D]) -> actions [B]`` over ``n_episodes`` parallel episodes of the default ``env``,
+    each at most its evaluation horizon (:func:`privsynth.rl.evaluate.evaluate_policy` on a :class:`VecClassicEnv`)."""
+    return evaluate_policy(VecClassicEnv(env, n_episodes, None, seed), act_fn, max_steps=get_spec(env).eval_horizon)

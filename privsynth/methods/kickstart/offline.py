@@ -26,6 +26,7 @@ import torch
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.data.normalize import refuse_sensitive
 from privsynth.errors import InvalidData
+from privsynth.methods.kickstart.curves import steps_to_threshold
 from privsynth.nn import mlp
 
 __all__ = ["discrete_actions", "BCConfig", "train_bc_teacher", "collect_dataset", "kickstart_utility"]
@@ -102,7 +103,5 @@ def collect_dataset(
 def kickstart_utility(curves: dict[str, np.ndarray], steps_per_epoch: int, threshold: float) -> dict[str, float]:
     """Kickstarting speed as a dataset utility: median env steps for a student kickstarted by the teacher of each
     dataset (``curves[name]``: [seeds, epochs] smoothed returns) to reach ``threshold`` (inf if never)."""
-    from privsynth.methods.kickstart.experiments import steps_to_threshold
-
     return {name: float(np.median([steps_to_threshold(c, steps_per_epoch, threshold) for c in cs]))
             for name, cs in curves.items()}

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from privsynth.nn import mlp
+from privsynth.rl.evaluate import evaluate_policy
 from privsynth.methods.kickstart.dirichlet import concentration_radius
 from privsynth.methods.kickstart.teacher import PrivateTeacher
 
@@ -227,19 +228,11 @@ class KickstartedPPO:
     @torch.no_grad()
     def evaluate(self, env: Any, episodes: int = 5, seed: int = 10_000, greedy: bool = False) -> float:
         """Mean return of ``episodes`` fresh episodes (sampled actions unless ``greedy``)."""
-        out = []
-        for i in range(episodes):
-            o, _ = env.reset(seed=seed + i)
-            done, total, steps = False, 0.0, 0
-            while not done and steps < self.cfg.max_ep_len:
-                logits = self.pi(torch.as_tensor(o, dtype=torch.float32).reshape(1, -1))[0]
-                a = int(logits.argmax()) if greedy else int(torch.multinomial(torch.softmax(logits, -1), 1))
-                o, r, term, trunc, _ = env.step(a)
-                total += float(r)
-                steps += 1
-                done = term or trunc
-            out.append(total)
-        return float(np.mean(out))
+        def act(obs: np.ndarray) -> list[int]:
+            logits = self.pi(torch.as_tensor(obs, dtype=torch.float32).reshape(1, -1))[0]
+            return [int(logits.argmax()) if greedy else int(torch.multinomial(torch.softmax(logits, -1), 1))]
+
+        return float(evaluate_policy(env, act, range(seed, seed + episodes), max_steps=self.cfg.max_ep_len).mean())
 
     def config_dict(self) -> dict[str, Any]:
         d = asdict(self.cfg)
