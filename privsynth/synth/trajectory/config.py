@@ -8,10 +8,11 @@ paper's size; :func:`cpu_config` is the CPU default chosen with ``scripts/bench_
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from privsynth import config_io
+from privsynth.config_io import config_to_dict
 from privsynth.synth.config import CuriosityConfig, EDMConfig, TrainConfig
 
 __all__ = [
@@ -154,25 +155,10 @@ def tiny_config(backbone: str = "transformer") -> TrajSynthConfig:
 PRESETS = {"paper": paper_config, "cpu": cpu_config, "tiny": tiny_config}
 
 
-def traj_config_to_dict(cfg: TrajSynthConfig) -> dict[str, Any]:
-    return dataclasses.asdict(cfg)
-
-
-def _build(cls: type, data: dict[str, Any]) -> Any:
-    hints = {f.name: f for f in dataclasses.fields(cls)}
-    kwargs: dict[str, Any] = {}
-    for name, value in data.items():
-        if name not in hints:
-            continue
-        default = hints[name].default_factory() if hints[name].default_factory is not dataclasses.MISSING else None  # type: ignore[misc]
-        if dataclasses.is_dataclass(default) and isinstance(value, dict):
-            value = _build(type(default), value)
-        elif isinstance(value, list):
-            value = tuple(value)
-        kwargs[name] = value
-    return cls(**kwargs)
+traj_config_to_dict = config_to_dict
 
 
 def traj_config_from_dict(data: dict[str, Any]) -> TrajSynthConfig:
-    """Inverse of :func:`traj_config_to_dict` (unknown keys ignored, missing keys take defaults)."""
-    return _build(TrajSynthConfig, data)
+    """Inverse of :func:`traj_config_to_dict` (missing keys take defaults; unknown keys raise, see
+    :mod:`privsynth.config_io`)."""
+    return config_io.config_from_dict(TrajSynthConfig, data)
