@@ -7,6 +7,7 @@ the sensitive data through an accounted DP mechanism and records it on :attr:`Sy
 """
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, Literal, Sequence
@@ -123,6 +124,20 @@ class NetworkSynthesizer(Synthesizer):
                 f"dataset '{ds.info.name}' has obs/action dims {ds.obs_dim}/{ds.act_dim} but the synthesizer was "
                 f"built for {self.obs_dim}/{self.act_dim}"
             )
+
+    flag_columns: int = 1  # model columns after state | action | reward | next state: terminal (PrivORL-j adds end)
+
+    @property
+    def data_dim(self) -> int:
+        """Width of a model row: state, action, reward, next state and the flag columns."""
+        if self.obs_dim is None or self.act_dim is None:
+            raise InvalidData("the synthesizer has not seen any data yet: pre-train it or load a checkpoint")
+        return 2 * self.obs_dim + self.act_dim + 1 + self.flag_columns
+
+    def _set_layout(self, obs_dim: int, act_dim: int, template: Any) -> None:
+        """Fix the spaces and keep the environment template: public facts of the task, none of the records."""
+        self.obs_dim, self.act_dim = obs_dim, act_dim
+        self.template = dataclasses.replace(template, sensitive=False, privacy_card=None, extra={}, name="template")
 
     def n_parameters(self) -> int:
         return sum(p.numel() for p in self.model.parameters()) if self.model is not None else 0

@@ -183,15 +183,10 @@ class TrajectorySynthesizer(NetworkSynthesizer):
         self.last_finetune_loss: float | None = None
 
     # ----------------------------------------------------------------------------------------------- layout
-    @property
-    def data_dim(self) -> int:
-        if self.obs_dim is None or self.act_dim is None:
-            raise InvalidData("the synthesizer has not seen any data yet: pre-train it or load a checkpoint")
-        return 2 * self.obs_dim + self.act_dim + 3
+    flag_columns = 2  # terminal and end of trajectory (model rows, see the module docstring)
 
     def _build(self, obs_dim: int, act_dim: int, template: DatasetInfo) -> None:
-        self.obs_dim, self.act_dim = obs_dim, act_dim
-        self.template = dataclasses.replace(template, sensitive=False, privacy_card=None, extra={}, name="template")
+        self._set_layout(obs_dim, act_dim, template)
         cfg = self.config
         torch.manual_seed(cfg.seed)
         if cfg.backbone == "transformer":
