@@ -1,10 +1,10 @@
 """Discrete-action offline RL learners with per-example losses: discrete CQL and discrete BCQ (seed paper Sec. 6).
 
 Written as **functional per-example losses** so :mod:`privsynth.methods.expert_dpsgd` can take per-expert gradients
-with ``torch.func.vmap(grad(...))`` and clip each one jointly over all parameters (notes §8.1.11). TD targets need the
+with ``torch.func.vmap(grad(...))`` and clip each one jointly over all parameters (paper Algorithm 3). TD targets need the
 target network (and, for BCQ, the online net's argmax at s'); both carry no gradient, so they are computed batched
 outside the vmapped function (:meth:`targets`) and passed in. Actions enter as a one-hot mask built outside too
-(indexing under vmap fails on torch 2.13, notes §7.1).
+(indexing under vmap fails on torch 2.13).
 
 * **CQL** (Kumar et al. 2020, "DQN version"): ½·Huber(Q(s,a) − y) + α·(logsumexp_a' Q(s,a') − Q(s,a)),
   y = r + γ(1−d)·max_a' Q̄(s',a'). α = 1 (d3rlpy default).

@@ -1,10 +1,10 @@
-"""The kickstarting suite (notes §7.3, scaled down): train a PPO teacher once, then PPO students with and without a
-(private) teacher over several seeds, and summarise learning speed.
+"""The kickstarting suite (the paper's Sec. 5 experiments, scaled down): train a PPO teacher once, then PPO students
+with and without a (private) teacher over several seeds, and summarise learning speed.
 
-Configurations (notes §6): ``ppo`` plain student-size PPO (no teacher); ``nonprivate`` exact teacher, λ = 0 (paper
+Configurations: ``ppo`` plain student-size PPO (no teacher); ``nonprivate`` exact teacher, λ = 0 (paper
 Exp. 2); ``unaware-*`` Dirichlet teacher, λ = 0; ``aware-*`` Dirichlet teacher, λ = 0.5. ``*-silent`` stops answering
 once k < ``k_min`` or the query budget is spent; ``*-sampling`` keeps sampling Dir_k as k decays (the paper's literal
-"k → 0" reading, which leaks teacher action samples, notes P4) and does not enforce a budget (its ledger still
+"k → 0" reading, which leaks teacher action samples) and does not enforce a budget (its ledger still
 records every answer).
 """
 from __future__ import annotations
@@ -38,18 +38,18 @@ CONFIGS = ("ppo", "nonprivate", "unaware-sampling", "unaware-silent", "aware-sam
 
 @dataclass
 class SuiteConfig:
-    """Scaled-down protocol: Acrobot-v1 instead of AirRaid RAM, 30k student steps instead of 4M (notes §7.3)."""
+    """Scaled-down protocol: Acrobot-v1 instead of AirRaid RAM, 30k student steps instead of 4M (paper Sec. 5)."""
 
     env_id: str = "Acrobot-v1"
     teacher_hidden: tuple[int, ...] = (64, 64)  # [PAPER]
     teacher_epochs: int = 60
     student: PPOConfig = field(default_factory=lambda: PPOConfig(hidden=(32, 32), epochs=30))
-    eta: float = 0.1  # teacher floor [GUESS, notes Appendix A]
+    eta: float = 0.1  # teacher floor [GUESS: not reported]
     b: float = 1e-3  # adjacency radius in raw observation units (L·b ≈ 0.01, near the paper's implied 0.015)
     delta_per_query: float = 1e-6
     k0: float = 5.0  # [PAPER]
     c: float = 0.9  # vanishing coefficient per episode [PAPER: 0.1 ... 0.9]
-    k_min: float = 0.05  # silent variant: stop answering below this k (notes §7.5)
+    k_min: float = 0.05  # silent variant: stop answering below this k [GUESS]
     eps_budget: float = 1e5  # silent variant's query budget (basic composition)
     delta_budget: float = 0.05
     lam: float = 0.5  # aware students [PAPER]
@@ -81,7 +81,7 @@ def train_teacher(cfg: SuiteConfig, out: Path, seed: int = 0, progress: Any = No
 
 @torch.no_grad()
 def _eval_restricted(pi: torch.nn.Module, cfg: SuiteConfig, episodes: int, seed: int = 20_000) -> float:
-    """Return of the restricted teacher ``(1 − mη)π_T + η`` (the policy the mechanism actually perturbs, notes P2)."""
+    """Return of the restricted teacher ``(1 − mη)π_T + η`` (the policy the mechanism actually perturbs)."""
     rng = np.random.default_rng(seed)
 
     def act(obs: np.ndarray) -> list[int]:

@@ -1,5 +1,5 @@
 """The link to privsynth's datasets: a discrete-action teacher trained offline on a (DP synthetic) dataset, and
-kickstarting speed as a utility measure of that dataset (notes §8.2 [EXT]).
+kickstarting speed as a utility measure of that dataset ([EXT]: not in the paper).
 
 Route: real episodes of a discrete-action task (:func:`collect_dataset`, marked sensitive) -> a DP synthetic release
 (e.g. ``privsynth synth`` with the transition synthesizer; its privacy card travels in ``DatasetInfo.privacy_card``)

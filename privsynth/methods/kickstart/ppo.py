@@ -1,4 +1,5 @@
-"""Kickstarted PPO student with the privacy-aware penalty (Gohari et al. 2021, eq. 14-17; notes Alg. H/I).
+"""Kickstarted PPO student with the privacy-aware penalty (Gohari et al. 2021, Sec. 4,
+eq. 14-17).
 
 PPO follows OpenAI Spinning Up (the paper's RL code): separate tanh actor and critic MLPs, GAE-λ, advantage
 normalisation, 80 actor iterations with KL early stopping, 80 critic iterations, one update per epoch. Written here
@@ -6,8 +7,7 @@ rather than taken from a library because the penalty needs the teacher's stored 
 Spinning Up itself is TF1/MPI-era.
 
 The student queries the teacher once per environment step and stores the answer (and the k it was drawn at) in the
-rollout buffer; every PPO iteration reuses the stored answers, which is post-processing and costs no privacy
-(notes P8). ``lam = 0`` is the privacy-unaware student (penalty always on); no teacher at all is plain PPO (P9).
+rollout buffer; every PPO iteration reuses the stored answers, which is post-processing and costs no privacy. ``lam = 0`` is the privacy-unaware student (penalty always on); no teacher at all is plain PPO.
 """
 from __future__ import annotations
 
@@ -61,8 +61,8 @@ def privacy_aware_penalty(
 ) -> torch.Tensor:
     """Eq. 16 averaged over the batch: ``‖π_θ(s) − π^t‖₂ · 1[‖·‖ > α_λ(k)]``, zero where no answer was given.
 
-    The distance is un-squared L2 between probability vectors (notes P10); ``α_λ`` uses the k each answer was drawn at
-    (P11); a 1e-12 inside the square root keeps the gradient finite at distance 0.
+    The distance is un-squared L2 between probability vectors (eq. 15); ``α_λ`` uses the k each answer was drawn at
+    (k is public, stored per transition); a 1e-12 inside the square root keeps the gradient finite at distance 0.
     """
     p = torch.softmax(logits, dim=-1)
     dist = torch.sqrt(((p - teacher) ** 2).sum(-1) + 1e-12)

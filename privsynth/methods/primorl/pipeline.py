@@ -3,8 +3,8 @@
 * :func:`run_primorl`: sensitive dataset -> private ensemble (Alg. 1, accounted on a trajectory-unit ledger) ->
   pessimistic MDP -> SAC policy. The policy is (ε, δ)-TDP by post-processing (Theorem 4.5).
 * :func:`generate_trajectories` + :func:`release_synthetic`: the private model as a DP trajectory generator; its
-  rollouts from ρ0 under data-independent policies are a synthetic dataset with the same (ε, δ) (notes section 8,
-  role 2), written as a Minari dataset through the release guard with the privacy card attached.
+  rollouts from ρ0 under data-independent policies are a synthetic dataset with the same (ε, δ) (post-processing of
+  the private model, Theorem 4.5), written as a Minari dataset through the release guard with the privacy card attached.
 * :func:`run_on_synthetic`: the same pipeline as a consumer of DP synthetic data: the ensemble is fitted without
   clipping or noise (post-processing of already-private data), the ledger is the synthetic dataset's.
 

@@ -1,9 +1,9 @@
 """Soft actor-critic trained only on rollouts of the pessimistic private model (PriMORL Algorithm 4).
 
 :func:`train_sac_in_model` accepts a :class:`~privsynth.methods.primorl.pessimistic_mdp.PessimisticMDP` and nothing
-else: it has no parameter through which a dataset could arrive (real-data ratio 0, no dataset start states,
-pitfall P6), and it refuses any other object. The optional ``evaluate`` callback (true-environment return) is for
-reporting only: its value never feeds back into training or checkpoint choice (pitfall P6e).
+else: it has no parameter through which a dataset could arrive (real-data ratio 0, no dataset start states, as the
+post-processing argument of the paper's Theorem 4.5 requires), and it refuses any other object. The optional
+``evaluate`` callback (true-environment return) is for reporting only: its value never feeds back into training or checkpoint choice.
 
 The SAC update is the project's one SAC (:class:`privsynth.rl.sac.SAC`, also behind the locomotion behaviour
 policies); what is specific to here is the model-rollout buffer with ρ0 / model-state branching and the loop below.
@@ -32,7 +32,7 @@ class SACConfig:
     gamma: float = 0.99
     tau: float = 0.005
     batch: int = 256
-    target_entropy: float = -3.0  # Table 8 / MOPO default (pitfall P15: non-standard for 1-D actions, kept)
+    target_entropy: float = -3.0  # Table 8 / MOPO default (non-standard for 1-D actions, where SAC uses −|A|; kept)
     epochs: int = 40  # MOPO code: 200 x 1000 updates; scaled down
     steps_per_epoch: int = 250
     horizon: int = 30  # H (Table 8: 30 for Pendulum)

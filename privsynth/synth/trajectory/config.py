@@ -1,7 +1,7 @@
 """Configuration of the trajectory synthesizers (PrivORL-j and its baselines), with the papers' defaults.
 
 Sources: PrivORL section VI and appendix F-A (GPT-style transformer, 6 layers, 4 heads; 200 DDPM steps), the
-PrivORL-J replication package (anchors notes §1.6: width 256, FF 1024, horizon 32, batch 32 trajectories, 32 fragments
+PrivORL-J replication package (width 256, FF 1024, horizon 32, batch 32 trajectories, 32 fragments
 per trajectory, lr 2e-4, EMA 0.995), and EDM (Karras et al. 2022) for the noise schedule, which we use instead of
 DDPM for consistency with the transition synthesizer (:mod:`privsynth.synth.edm`). :func:`paper_config` is the
 paper's size; :func:`cpu_config` is the CPU default chosen with ``scripts/bench_traj.py`` (docs/trajectories.md).

@@ -1,7 +1,7 @@
 """Transformer building blocks made only of ``nn.Linear`` and ``nn.LayerNorm``, so DP-SGD can clip them.
 
 Why our own attention instead of ``nn.MultiheadAttention``/``nn.TransformerEncoder``: Opacus' validator rejects the
-former, ghost clipping fails on the latter (measured, feasibility notes §4), and the privacy core's single-backward
+former, ghost clipping fails on the latter (measured), and the privacy core's single-backward
 book-keeping clipper (:mod:`privsynth.privacy.fastclip`) supports Linear and LayerNorm layers only. Attention here is
 q/k/v/out projections plus a softmax; positions are a learned ``nn.Linear`` over one-hot position codes (the same
 function as an ``nn.Embedding`` table, but a Linear layer, so it is clippable in every mode and needs no per-sample
