@@ -10,7 +10,7 @@ current model, scored, and its top-``rate`` fraction kept; every training batch 
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable
 
 import torch
 from torch import nn

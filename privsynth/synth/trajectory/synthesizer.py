@@ -50,7 +50,6 @@ from privsynth.synth.trajectory.config import (
     TrajSynthConfig,
     cpu_config,
     traj_config_from_dict,
-    traj_config_to_dict,
 )
 from privsynth.synth.trajectory.diffusion import FragmentEDM
 from privsynth.synth.trajectory.dp_transformer import ARTransformer
