@@ -14,6 +14,7 @@ from typing import Any, Literal, Sequence
 
 from privsynth.config_io import config_to_dict
 from privsynth.data.dataset import OfflineDataset
+from privsynth.data.normalize import refuse_sensitive
 from privsynth.errors import InvalidData, PrivacyError, SpaceMismatch
 from privsynth.synth.checkpoint import atomic_torch_save
 
@@ -100,6 +101,17 @@ class Synthesizer(ABC):
             "public_data": self.public_data,
             "history": self.history,
         }
+
+    @staticmethod
+    def _public_datasets(public: OfflineDataset | Sequence[OfflineDataset]) -> list[OfflineDataset]:
+        """The public datasets of a pre-training call: at least one, none marked sensitive, all of one task."""
+        datasets = [public] if isinstance(public, OfflineDataset) else list(public)
+        if not datasets:
+            raise InvalidData("pre-training needs at least one public dataset")
+        for ds in datasets:
+            refuse_sensitive(ds, "pre-train a synthesizer")
+            datasets[0].check_compatible(ds)
+        return datasets
 
     def _restore_records(self, state: dict[str, Any]) -> None:
         """Public data names and phase records from a checkpoint (see :meth:`_base_state`)."""

@@ -39,7 +39,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
-from privsynth.data.normalize import Normalizer, refuse_sensitive
+from privsynth.data.normalize import Normalizer
 from privsynth.errors import InvalidData, PrivacyError, SpaceMismatch
 from privsynth.synth.checkpoint import read_checkpoint
 from privsynth.synth.base import NetworkSynthesizer, Unit
@@ -245,12 +245,8 @@ class TrajectorySynthesizer(NetworkSynthesizer):
     # ------------------------------------------------------------------------------------------- pre-training
     def pretrain(self, public: OfflineDataset | Sequence[OfflineDataset], *, progress: bool = True) -> "TrajectorySynthesizer":
         """Curiosity-driven pre-training on public fragments (no DP; PrivORL section VI-B). Fits the normaliser."""
-        datasets = [public] if isinstance(public, OfflineDataset) else list(public)
-        if not datasets:
-            raise InvalidData("pre-training needs at least one public dataset")
+        datasets = self._public_datasets(public)
         for ds in datasets:
-            refuse_sensitive(ds, "pre-train a synthesizer")
-            datasets[0].check_compatible(ds)
             self._check(ds)
         if self.normalizer is None:
             self.normalizer = Normalizer.fit_public(datasets)
