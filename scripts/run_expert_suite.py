@@ -19,7 +19,7 @@ import torch
 
 from privsynth.methods.discrete_learners import LearnerConfig
 from privsynth.methods.expert_dpsgd import SelectiveConfig, selective_dpsgd
-from privsynth.methods.expert_envs import ExpertPoolConfig, evaluate_policy, get_spec, make_expert_pool
+from privsynth.methods.expert_envs import ExpertPoolConfig, default_env_returns, get_spec, make_expert_pool
 from privsynth.methods.expert_svt import DataReleaseConfig, ReleaseResult, budget_split, data_release
 
 T_ROUNDS = {("acrobot", 5.0): 20, ("acrobot", 7.5): 20, ("acrobot", 10.0): 25,
@@ -34,8 +34,8 @@ def run_one(env, data, release, algo, method, eps, seed, args, eps1, d1, eps2, d
     sc = SelectiveConfig(steps=args.steps, batch_size=args.batch, p=p, eps2=eps2, delta2=d2, seed=seed,
                         accountant=args.accountant)
     res = selective_dpsgd(data, release, lc, sc, n_actions=get_spec(env).n_actions)
-    rets = evaluate_policy(env, lambda o: res.model.act(torch.as_tensor(o)).numpy(), args.eval_episodes,
-                           seed=10_000 + seed)
+    rets = default_env_returns(env, lambda o: res.model.act(torch.as_tensor(o)).numpy(), args.eval_episodes,
+                               seed=10_000 + seed)
     return dict(env=env, algo=algo, method=method, epsilon=eps, seed=seed, eps1=eps1, eps2=eps2, delta=d1 + d2,
                 ledger_eps=round(res.ledger.epsilon(), 4) if len(res.ledger) else "", eps2_paper=res.eps2_paper or "",
                 sigma=res.noise_multiplier or "", noisy_steps=res.noisy_steps, stable_steps=res.stable_steps,
@@ -77,7 +77,7 @@ def main() -> int:
             delta = 1.0 / m
             ep_ret = np.add.reduceat(data.rewards, data.ep_start)
             rrng = np.random.default_rng(99)
-            rnd = evaluate_policy(env, lambda o: rrng.integers(0, get_spec(env).n_actions, len(o)), 100, seed=99)
+            rnd = default_env_returns(env, lambda o: rrng.integers(0, get_spec(env).n_actions, len(o)), 100, seed=99)
             (out / f"{env}_pool.json").write_text(json.dumps(dict(
                 m=m, transitions=len(data), episodes=data.n_episodes, expert_return_mean=float(ep_ret.mean()),
                 expert_return_pcts=np.percentile(ep_ret, [5, 50, 95]).tolist(), random_return=float(rnd.mean()),

@@ -127,7 +127,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     from privsynth.methods.discrete_learners import LearnerConfig
     from privsynth.methods.expert_dpsgd import SelectiveConfig, selective_dpsgd
-    from privsynth.methods.expert_envs import evaluate_policy, get_spec
+    from privsynth.methods.expert_envs import default_env_returns, get_spec
     from privsynth.methods.expert_svt import ReleaseResult
 
     torch.set_num_threads(1)
@@ -139,7 +139,7 @@ def run_train(args: argparse.Namespace) -> int:
                           accountant=args.accountant, seed=args.seed)
     res = selective_dpsgd(data, rel, LearnerConfig(algo=args.algo, lr=args.lr), cfg,
                           n_actions=get_spec(args.env).n_actions, progress=not args.quiet)
-    rets = evaluate_policy(args.env, lambda o: res.model.act(torch.as_tensor(o)).numpy(), 10, seed=10_000 + args.seed)
+    rets = default_env_returns(args.env, lambda o: res.model.act(torch.as_tensor(o)).numpy(), 10, seed=10_000 + args.seed)
     summary = dict(env=args.env, method=args.method, algo=args.algo, epsilon=args.epsilon, eps1=e1, eps2=e2,
                    stable_transitions=len(rel.stable_idx), noisy_steps=res.noisy_steps, stable_steps=res.stable_steps,
                    noise_multiplier=res.noise_multiplier, eps2_strict=res.eps2_strict, eps2_paper=res.eps2_paper,

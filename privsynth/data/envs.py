@@ -118,11 +118,17 @@ class FlattenDictObs(gym.ObservationWrapper):
         return flatten_obs(observation, self.keys)
 
 
-def make_env(info: DatasetInfo, **overrides: Any) -> gym.Env:
-    """The environment of a dataset, with flat observations; ``overrides`` update the stored ``env_kwargs``."""
+def make_env(info: DatasetInfo | str, **overrides: Any) -> gym.Env:
+    """The environment of a dataset, with flat observations; ``overrides`` update the stored ``env_kwargs``.
+
+    A plain gymnasium id (``"Acrobot-v1"``) stands for a dataset of that environment with no stored kwargs.
+    """
+    if isinstance(info, str):
+        info = DatasetInfo(name=info, env_id=info)
     if not info.env_id:
         raise PrivsynthError(f"dataset '{info.name}' records no environment id; cannot recreate its environment")
-    _register()
+    if info.env_id not in gym.registry:
+        _register()
     kwargs = {**info.env_kwargs, **overrides}
     try:
         env = gym.make(info.env_id, **kwargs)

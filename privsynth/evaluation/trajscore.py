@@ -52,6 +52,7 @@ from torch import nn
 from privsynth.data.dataset import OfflineDataset
 from privsynth.data.normalize import Normalizer
 from privsynth.errors import InvalidData, SpaceMismatch
+from privsynth.nn import mlp
 
 __all__ = ["TrajScoreConfig", "TrajEncoder", "trajectory_windows", "fit_trajscore_encoder", "trajscore", "trajscore_baseline"]
 
@@ -99,8 +100,8 @@ class TrajEncoder(nn.Module):
         self.normalizer = normalizer  # rows, public statistics
         self.delta_normalizer = delta_normalizer  # first differences along time, public statistics
         flat, h = (2 * config.window - 1) * row_dim, config.hidden
-        self.encoder = nn.Sequential(nn.Linear(flat, h), nn.SiLU(), nn.Linear(h, h), nn.SiLU(), nn.Linear(h, config.embed_dim))
-        self.decoder = nn.Sequential(nn.Linear(config.embed_dim, h), nn.SiLU(), nn.Linear(h, h), nn.SiLU(), nn.Linear(h, flat))
+        self.encoder = mlp(flat, (h, h), config.embed_dim, act=nn.SiLU)
+        self.decoder = mlp(config.embed_dim, (h, h), flat, act=nn.SiLU)
         self.register_buffer("center", torch.zeros(config.embed_dim))
 
     def _flat(self, windows: torch.Tensor) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """Experiments of the DP-APVI / DP-VAPVI paper and our extensions: gap versus number of episodes, exact evaluation.
 
 * :func:`run_linear`: the section-5 simulation (2 states, 100 actions, d = 10, H = 20): PEVI, VAPVI and DP-VAPVI at
-  several ρ, plus route B of the notes (section 8.1): the DP-APVI count release at the same ρ turned into synthetic
+  several ρ, plus a synthetic-data route: the DP-APVI count release at the same ρ turned into synthetic
   trajectories, and non-private VAPVI run on them (post-processing, so also ρ-zCDP).
 * :func:`run_tabular`: APVI vs DP-APVI (Gaussian at several ρ, Laplace at one ε, and the theory constants) on a
   random tabular MDP or the gridworld, plus APVI on the DP synthetic data.
@@ -35,7 +35,7 @@ __all__ = ["LinearExperiment", "TabularExperiment", "run_linear", "run_tabular",
 
 @dataclass
 class LinearExperiment:
-    """Gap vs K on the synthetic linear MDP (defaults: notes section 7, target T1)."""
+    """Gap vs K on the synthetic linear MDP (defaults: the paper's section 5 simulation, scaled for CPU)."""
 
     H: int = 20
     A: int = 100
@@ -60,7 +60,7 @@ def _noise(noise_seed: int | None, seed: int) -> NoiseSource:
 
 @dataclass
 class TabularExperiment:
-    """APVI vs DP-APVI vs n on a tabular MDP (notes section 7, target T2)."""
+    """APVI vs DP-APVI vs n on a tabular MDP (a random tabular MDP; the paper has no tabular experiment)."""
 
     env: str = "random"  # "random" (S=5, A=3, H=10) or "gridworld"
     S: int = 5
@@ -70,7 +70,7 @@ class TabularExperiment:
     ns: list[int] = field(default_factory=lambda: [100, 300, 1000, 3000, 10000, 30000, 100000])
     rhos: list[float] = field(default_factory=lambda: [0.1, 1.0, 10.0])
     laplace_epsilon: float | None = 1.0
-    theory_rho: float | None = 1.0  # one DP-APVI curve with the theory constants (expected trivial, notes P9)
+    theory_rho: float | None = 1.0  # one DP-APVI curve with the theory constants (expected trivial: Theorem 3.3's constants clip every Q to 0)
     synthetic_rho: float | None = 1.0  # APVI on synthetic trajectories sampled from the count release
     behaviour_optimal_mix: float | None = None  # μ = mix·π* + (1−mix)·uniform; None: 0 (random MDP), 0.5 (gridworld)
     seeds: int = 10

@@ -1,10 +1,10 @@
 """Discrete-action offline RL learners with per-example losses: discrete CQL and discrete BCQ (seed paper Sec. 6).
 
 Written as **functional per-example losses** so :mod:`privsynth.methods.expert_dpsgd` can take per-expert gradients
-with ``torch.func.vmap(grad(...))`` and clip each one jointly over all parameters (notes §8.1.11). TD targets need the
+with ``torch.func.vmap(grad(...))`` and clip each one jointly over all parameters (paper Algorithm 3). TD targets need the
 target network (and, for BCQ, the online net's argmax at s'); both carry no gradient, so they are computed batched
 outside the vmapped function (:meth:`targets`) and passed in. Actions enter as a one-hot mask built outside too
-(indexing under vmap fails on torch 2.13, notes §7.1).
+(indexing under vmap fails on torch 2.13).
 
 * **CQL** (Kumar et al. 2020, "DQN version"): ½·Huber(Q(s,a) − y) + α·(logsumexp_a' Q(s,a') − Q(s,a)),
   y = r + γ(1−d)·max_a' Q̄(s',a'). α = 1 (d3rlpy default).
@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from privsynth.errors import InvalidData
+from privsynth.nn import mlp
 
 __all__ = ["LearnerConfig", "DiscreteLearner", "DiscreteCQL", "DiscreteBCQ", "make_learner"]
 
@@ -40,17 +41,13 @@ class LearnerConfig:
     polyak: float = 0.005
 
 
-def _mlp(i: int, o: int, h: int) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(i, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, o))
-
-
 class DiscreteLearner(nn.Module):
     """Shared parts: online net, target net, per-example loss, greedy action."""
 
     def __init__(self, obs_dim: int, n_actions: int, cfg: LearnerConfig) -> None:
         super().__init__()
         self.cfg, self.n_actions = cfg, n_actions
-        self.q = _mlp(obs_dim, n_actions, cfg.hidden)
+        self.q = mlp(obs_dim, (cfg.hidden, cfg.hidden), n_actions)
 
     def build_target(self) -> None:
         self.target = copy.deepcopy(self)
@@ -112,7 +109,7 @@ class DiscreteCQL(DiscreteLearner):
 class DiscreteBCQ(DiscreteLearner):
     def __init__(self, obs_dim: int, n_actions: int, cfg: LearnerConfig) -> None:
         super().__init__(obs_dim, n_actions, cfg)
-        self.g = _mlp(obs_dim, n_actions, cfg.hidden)
+        self.g = mlp(obs_dim, (cfg.hidden, cfg.hidden), n_actions)
 
     def example_loss(self, s, onehot, y):
         return self._batched_loss(s[None], onehot[None], y[None])[0]

@@ -13,11 +13,11 @@ D. Pessimistic value iteration with the bonus Γ = c1·√(Var_P̃(V)·ι/(ñ−
 
 Everything after step A is post-processing. APVI is the same path with the true counts and E = 0. The consistent counts
 are also a DP synthetic-data release (:class:`CountRelease`): a tabular model (d̃1, μ̃, P̃, and known or privatised
-rewards) that can be sampled at no extra privacy cost (notes section 8.2).
+rewards) that can be sampled at no extra privacy cost (post-processing of the eq. 2 release).
 
-The threshold E uses a *utility* failure probability ``delta`` (notes P13); the privacy δ only enters the (ε, δ)
+The threshold E uses a *utility* failure probability ``delta`` (paper section 3); the privacy δ only enters the (ε, δ)
 conversion of the ledger. Constants are exposed in :class:`APVIConfig` with ``theory()`` and ``practical()`` presets;
-the theory constants make every Q clip to 0 at realistic n (notes P9).
+the theory constants make every Q clip to 0 at realistic n (Theorem 3.3's C₂·S·H·E·ι term).
 """
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ class APVIConfig:
     """Constants of (DP-)APVI. Defaults are the ``practical`` preset."""
 
     c1: float = math.sqrt(2.0)  # main Bernstein term (Alg. 1: C1 = √2)
-    c2: float = 0.0  # privacy lower-order term c2·S·H·E·ι/ñ (Alg. 1: C2 = 16; 0 in practice, notes 6.3)
+    c2: float = 0.0  # privacy lower-order term c2·S·H·E·ι/ñ (Alg. 1: C2 = 16; 0 in practice)
     c2_np: float = 0.0  # APVI lower-order term c2_np·H·ι/n (APVI paper ≈ 16; 0 in practice)
     c_fallback: float = 2.0  # Γ = C·H where ñ ≤ E (Alg. 1 needs C > 1, so those Q clip to 0)
     delta: float = 0.1  # utility failure probability in ι = log(HSA/δ) and E (not the privacy δ)
@@ -111,7 +111,7 @@ def consistency_threshold(H: int, S: int, A: int, delta: float, *, sigma: float 
     """E such that every count's noise is below E/2 with probability ≥ 1−δ (union over ≤ 2HS²A counts).
 
     Gaussian: E = 2σ√(2 log(4HS²A/δ)), which is Alg. 1's E_ρ = 4√(H log(4HS²A/δ)/ρ) at σ² = 2H/ρ.
-    Laplace: E = 2b·log(4HS²A/δ), i.e. (8H/ε)·log(4HS²A/δ) at b = 4H/ε (notes section 2.2, [GUESS] constant).
+    Laplace: E = 2b·log(4HS²A/δ), i.e. (8H/ε)·log(4HS²A/δ) at b = 4H/ε (paper section 3; [GUESS] constant).
     """
     log_term = math.log(4.0 * H * S * S * A / delta)
     if sigma is not None:
@@ -247,7 +247,7 @@ class CountRelease:
         return self.model().sample(self.behaviour(), n_episodes, rng)
 
     def card(self, privacy_delta: float = 1e-5) -> dict[str, Any]:
-        """Privacy metadata for the release (notes 8.2: carry σ, E, ρ so DP-aware consumers can add pessimism)."""
+        """Privacy metadata for the release (σ, E and ρ travel with it so DP-aware consumers can add pessimism)."""
         H, S, A = self.shape
         return {
             "method": "DP-APVI noisy visitation counts (Qiao & Wang, Alg. 1 steps A-C)",
@@ -268,7 +268,7 @@ def release_counts_sensitive(traj: Trajectories, S: int, A: int, noise: NoiseSou
                              reward: np.ndarray | None = None, ledger: ZcdpLedger | None = None) -> CountRelease:
     """Steps A-B on sensitive trajectories: noisy counts (Gaussian at ``rho`` or Laplace at ``epsilon``), clipped and
     made consistent. ``reward`` is the public reward table; if None the per-(h,s,a) reward sums are privatised in the
-    same mechanism (the sensitivity grows from 4H to 6H cells, notes 8.2). The release is recorded in ``ledger``.
+    same mechanism (the sensitivity grows from 4H to 6H cells). The release is recorded in ``ledger``.
 
     The noise comes from ``noise`` (default: OS entropy, :class:`~privsynth.privacy.noise.NoiseSource`) through
     :mod:`privsynth.privacy.mechanisms`; ``NoiseSource.reproducible(seed)`` replays it for tests and marks the ledger
@@ -354,7 +354,7 @@ def dp_apvi(traj: Trajectories, R: np.ndarray | None, S: int, A: int, *, rho: fl
     """DP-APVI (ρ-zCDP with ``rho``; pure ε-DP Laplace variant with ``epsilon``). ``R`` is the known reward table
     (the paper's setting); pass None to privatise the rewards too. The privacy noise comes from ``noise`` (default:
     OS entropy; ``NoiseSource.reproducible(s)`` for tests, marked not DP), never from ``seed``; ``seed`` drives only
-    the tie-breaking stream [seed, 2] (notes P21)."""
+    the tie-breaking stream [seed, 2] (separate from data and privacy noise)."""
     cfg = cfg or APVIConfig()
     release = release_counts_sensitive(traj, S, A, noise, rho=rho, epsilon=epsilon,
                                        delta=cfg.delta, reward=R, ledger=ledger)

@@ -1,4 +1,5 @@
-"""DP-APVI's noisy counts released as a DP synthetic offline-RL dataset (notes section 8.2, "CountSynth").
+"""DP-APVI's noisy counts released as a DP synthetic offline-RL dataset: post-processing of the eq. 2 count release
+of Algorithm 1 in "Offline Reinforcement Learning with Differential Privacy".
 
 The consistent noisy counts ñ[h,s,a,s'] define a tabular model (d̃1, μ̃, P̃) that is ρ-zCDP for one trajectory
 (replace-one); sampling trajectories from it is post-processing. The dataset is written with the package's Minari

@@ -1,27 +1,27 @@
 """DP-VAPVI (Algorithm 2 of "Offline Reinforcement Learning with Differential Privacy"), VAPVI and PEVI.
 
 All three run on trajectories of a linear MDP with a known feature map ``Phi[S, A, d]`` (‖φ‖₂ ≤ 1 is checked: every
-sensitivity below assumes it, notes pitfall P1). Steps are 0-indexed, so the paper's H−h+1 is ``H - h``.
+sensitivity below assumes it; :mod:`~privsynth.methods.linear_mdp` rescales). Steps are 0-indexed, so the paper's H−h+1 is ``H - h``.
 
 DP-VAPVI releases five statistics per step h, each a Gaussian mechanism at ρ₀ = ρ/(5H) given the already-released past
-(adaptive zCDP composition over 5H releases). Replace-one-trajectory sensitivities (notes section 2.4 table):
+(adaptive zCDP composition over 5H releases). Replace-one-trajectory sensitivities (derived from the paper's section 4 and its Algorithm 2):
 
 =====================  =========================  ===================================
 statistic              sensitivity                noise
 =====================  =========================  ===================================
 Σ φ̄φ̄ᵀ                  √2 (Frobenius)             (Z+Zᵀ)/√2, Var Z = 1/(2ρ₀) (+ (E/2)·I)
-Σ φ̄·Ṽ²_{h+1}           2H²                        N(0, 2H⁴/ρ₀)  (notes P2: H⁴, not H²)
+Σ φ̄·Ṽ²_{h+1}           2H²                        N(0, 2H⁴/ρ₀)  (H⁴, not the text's H²)
 Σ φ̄·Ṽ_{h+1}            2H                         N(0, 2H²/ρ₀)
 Σ φφᵀ/σ̃²               √2 (Frobenius)             as the first row
 Σ φ(r+Ṽ_{h+1})/σ̃²      2H                         N(0, 2H²/ρ₀)
 =====================  =========================  ===================================
 
 The paper's matrix noise Var Z = 1/(4ρ₀) is ρ₀-zCDP only for add/remove neighbours; under replace-one it costs 2ρ₀
-(notes P4). ``matrix_noise="replace_one"`` (default) uses 1/(2ρ₀); ``"paper"`` uses 1/(4ρ₀) and the ledger charges
+(the Frobenius sensitivity is √2). ``matrix_noise="replace_one"`` (default) uses 1/(2ρ₀); ``"paper"`` uses 1/(4ρ₀) and the ledger charges
 2ρ₀ per matrix, so the total is then 7ρ/5 (stated honestly rather than hidden).
 
-Noisy Gram matrices are projected to eigenvalues ≥ λ (a data-independent floor, post-processing; notes P5) and the
-bonus uses the noisy Λ̃ only (P6). VAPVI is the same code path with every noise term and E set to zero; PEVI is
+Noisy Gram matrices are projected to eigenvalues ≥ λ (a data-independent floor, post-processing) and the
+bonus uses the noisy Λ̃ only: every quantity downstream of a release is computed from released quantities. VAPVI is the same code path with every noise term and E set to zero; PEVI is
 unweighted ridge LSVI with bonus β‖φ‖_{Λ⁻¹}. Why our own code: no public implementation exists; everything is a
 10×10 linear solve.
 """
@@ -58,9 +58,9 @@ __all__ = [
 
 @dataclass
 class VAPVIConfig:
-    """Constants of (DP-)VAPVI; defaults are the ``practical`` preset (notes section 5.4)."""
+    """Constants of (DP-)VAPVI; defaults are the ``practical`` preset (section 5 of the paper gives no constants)."""
 
-    lam: float = 0.01  # ridge λ (theory needs λ < κ; λ = 1 over-regularises with normalised features, notes P16)
+    lam: float = 0.01  # ridge λ (theory needs λ < κ; λ = 1 over-regularises with normalised features)
     c_bonus: float = 0.1  # C in Γ = C·√d·‖φ‖_{Λ̃⁻¹} + D/K
     d_bonus: float = 0.0  # D (theory: 2H³√d for VAPVI, theory_D(...) for DP-VAPVI)
     delta: float = 0.05  # utility failure probability used for E (not the privacy δ)
@@ -101,7 +101,7 @@ class NoiseScales:
 
 
 def vapvi_noise_scales(H: int, d: int, rho: float, delta: float = 0.05, matrix_noise: str = "replace_one") -> NoiseScales:
-    """The noise of Algorithm 2 at budget ρ (notes sections 2.4 and 3.4)."""
+    """The noise of Algorithm 2 at budget ρ (paper section 4; scales in the module docstring's table)."""
     rho = check_rho(rho)
     rho0 = rho / (5.0 * H)
     if matrix_noise == "replace_one":
@@ -116,7 +116,7 @@ def vapvi_noise_scales(H: int, d: int, rho: float, delta: float = 0.05, matrix_n
 
 
 def theory_D(H: int, d: int, rho: float, kappa: float, delta: float = 0.05) -> float:
-    """[GUESS explicit] D = H²L/κ + H⁴E√d/κ^{3/2} + H³√d with L = 2H√((d/ρ₀)·log(6Hd/δ)) (notes I5); ∞ if κ = 0."""
+    """[GUESS explicit] D = H²L/κ + H⁴E√d/κ^{3/2} + H³√d with L = 2H√((d/ρ₀)·log(6Hd/δ)) (Theorem 4.1 gives orders only); ∞ if κ = 0."""
     if kappa <= 0:
         return math.inf
     ns = vapvi_noise_scales(H, d, rho, delta, "paper")
@@ -144,7 +144,8 @@ def step_statistics(X: np.ndarray, r: np.ndarray, v_next: np.ndarray, wts: np.nd
 
 
 class _Noise:
-    """Draws and records the noise of one DP-VAPVI run (fresh, independent draws for every release; notes P3).
+    """Draws and records the noise of one DP-VAPVI run (fresh, independent draws for every release, as the paper's
+    footnote 8 requires).
 
     Every draw comes from the run's :class:`~privsynth.privacy.noise.NoiseSource` (OS entropy unless the caller asked
     for reproducible noise) and lands on the ledger in the same call: vectors through
@@ -177,7 +178,7 @@ class _Noise:
 
 
 def _psd_inverse(M: np.ndarray, floor: float) -> np.ndarray:
-    """Inverse of the symmetric part of M with eigenvalues floored at ``floor`` (post-processing; notes P5)."""
+    """Inverse of the symmetric part of M with eigenvalues floored at ``floor`` (post-processing, so free)."""
     evals, U = np.linalg.eigh((M + M.T) / 2.0)
     return (U / np.maximum(evals, floor)) @ U.T
 
@@ -221,7 +222,7 @@ def _vapvi_core(traj: Trajectories, Phi: np.ndarray, cfg: VAPVIConfig, noise: _N
     else:
         reg = var = traj
     K_reg = reg.n_episodes
-    rewards = np.clip(reg.rewards, 0.0, 1.0)  # r ∈ [0,1] is what the sensitivity of φ₃ assumes (notes P19)
+    rewards = np.clip(reg.rewards, 0.0, 1.0)  # r ∈ [0,1] is what the sensitivity of φ₃ assumes (paper section 4)
     I = np.eye(d)
     V = np.zeros(S)
     pi = np.zeros((H, S), dtype=np.int64)
@@ -266,7 +267,7 @@ def dp_vapvi(traj: Trajectories, Phi: np.ndarray, rho: float, cfg: VAPVIConfig |
              ledger: ZcdpLedger | None = None, noise: NoiseSource | None = None) -> LinearResult:
     """DP-VAPVI at ρ-zCDP (trajectory unit, replace-one). The privacy noise comes from ``noise`` (default: OS
     entropy; ``NoiseSource.reproducible(s)`` for tests, marked not DP), never from ``seed``, which drives only the
-    tie-breaking stream [seed, 2] (notes P21); every release is recorded in ``ledger``."""
+    tie-breaking stream [seed, 2] (separate from data and privacy noise); every release is recorded in ``ledger``."""
     cfg = cfg or VAPVIConfig()
     scales = vapvi_noise_scales(traj.horizon, Phi.shape[-1], rho, cfg.delta, cfg.matrix_noise)
     ledger = ledger if ledger is not None else ZcdpLedger()

@@ -14,7 +14,7 @@ p = 1 with the release skipped (ε₁ = 0, D_unst = all data) is Algorithm 4, th
 
 **Accounting.** The paper accounts N steps of a Poisson-subsampled Gaussian at q = p·b/m, which is only valid if an
 observer cannot tell noisy from noiseless steps (a hidden coin); with all iterates visible the coin is effectively
-public (notes §8.1.9). We therefore draw the whole coin sequence up front (it does not depend on the data), count the
+public. We therefore draw the whole coin sequence up front (it does not depend on the data), count the
 realised noisy steps K and account **only those K steps at q = b/m** ("strict", the default and the only number that
 enters the ledger). σ is calibrated so that strict ε₂ is exactly spent at K steps. The paper's number is reported as a
 diagnostic (:func:`paper_epsilon`). The ledger then holds the release's (ε₁, δ₁) event and the DP-SGD event, and

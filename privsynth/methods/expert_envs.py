@@ -3,16 +3,16 @@
 Seed paper: Sharma, Vinod et al., "Preserving Expert-Level Privacy in Offline RL" (TMLR 2025), App. B.1 / Fig. 5.
 The paper trains 3000 PPO experts per environment (top 3 of a PPO grid on each of 1000 physics variants), makes them
 p_min-greedy (p_min = 0.02) and rolls each out 20 times in the default environment. That costs ~3e9 env steps, so
-here (notes §7.2) each expert is a **linear greedy policy** ``argmax(W·obs + c)`` found by a few rounds of a
+here each expert is a **linear greedy policy** ``argmax(W·obs + c)`` found by a few rounds of a
 cross-entropy search on its own variant, run on a vectorised NumPy replica of the Gymnasium dynamics (one array row
 per (variant, candidate)). Why our own NumPy physics instead of ``gymnasium.make``: 30k parallel rollouts per search
 round would be ~1000x slower through the Python env API; ``tests/test_expert_envs.py`` checks the replicas step by
 step against Gymnasium.
 
 Variant grids (paper §B.1, 10 values per factor, 1000 variants):
-* CartPole: gravity ∈ [8.75, 11], force_mag ∈ [9, 11.25], masscart ∈ [0.8, 1.25] (total mass recomputed, notes §8.3).
+* CartPole: gravity ∈ [8.75, 11], force_mag ∈ [9, 11.25], masscart ∈ [0.8, 1.25] (total mass recomputed).
 * Acrobot: link length ∈ [0.8, 1.2] (applied to link 1 and to both centre-of-mass positions l/2, because Gymnasium's
-  dynamics never read LINK_LENGTH_2, notes §8.3), mass 1 ∈ [0.9, 1.1], mass 2 ∈ [0.9, 1.1].
+  dynamics never read LINK_LENGTH_2), mass 1 ∈ [0.9, 1.1], mass 2 ∈ [0.9, 1.1].
 
 Data (paper §4.2): every expert made p_min-greedy (greedy action w.p. 1 − (|A|−1)p_min, each other action w.p.
 p_min), rolled out ``n_traj_per_expert`` times in the default environment with a 200-step cap. Time-limit ends are
@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 
 from privsynth.errors import InvalidData
+from privsynth.rl.evaluate import evaluate_policy
 
 __all__ = [
     "ENV_SPECS", "EnvSpec", "VecClassicEnv", "LinearExperts", "ExpertData", "ExpertPoolConfig",
-    "variant_grid", "train_linear_experts", "collect_expert_data", "make_expert_pool", "evaluate_policy",
+    "variant_grid", "train_linear_experts", "collect_expert_data", "make_expert_pool", "default_env_returns",
 ]
 
 
@@ -165,7 +166,7 @@ def _acrobot_step(s: np.ndarray, a: np.ndarray, p: dict[str, np.ndarray]) -> np.
 class LinearExperts:
     """m linear greedy experts ``g_i(s) = argmax_a (W_i obs + c_i)_a`` made p_min-greedy (paper §B.1 step 4).
 
-    ``W`` [m, A, D], ``c`` [m, A]. Ties break to the lowest action index (``np.argmax``), as notes §8.1.4 asks.
+    ``W`` [m, A, D], ``c`` [m, A]. Ties break to the lowest action index (``np.argmax``), a fixed public rule.
     ``variant`` [m] says which physics variant each expert was trained on (diagnostic only).
     """
 
@@ -381,7 +382,8 @@ def collect_expert_data(env: str, experts: LinearExperts, n_traj_per_expert: int
 
 @dataclass
 class ExpertPoolConfig:
-    """Scaled-down expert pool (notes §7.2): 1000 variants × top 3 = 3000 experts, N = 2 trajectories each."""
+    """Scaled-down expert pool: 1000 variants × top 3 = 3000 linear experts, N = 2 trajectories each (paper App. B.1:
+    3000 PPO experts, 20 trajectories each)."""
 
     env: str = "acrobot"
     per_factor: int = 10  # 10³ = 1000 variants (paper)
@@ -403,19 +405,7 @@ def make_expert_pool(cfg: ExpertPoolConfig) -> tuple[LinearExperts, ExpertData]:
     return experts, data
 
 
-def evaluate_policy(env: str, act_fn, n_episodes: int = 10, horizon: int | None = None, seed: int = 0) -> np.ndarray:
-    """Returns of ``act_fn(obs [B, D]) -> actions [B]`` over ``n_episodes`` parallel episodes in the default env."""
-    spec = get_spec(env)
-    horizon = horizon or spec.eval_horizon
-    venv = VecClassicEnv(env, n_episodes, None, seed)
-    obs = venv.reset()
-    alive = np.ones(n_episodes, bool)
-    ret = np.zeros(n_episodes)
-    for _ in range(horizon):
-        a = np.asarray(act_fn(obs))
-        obs, r, term = venv.step(a)
-        ret += np.where(alive, r, 0.0)
-        alive &= ~term
-        if not alive.any():
-            break
-    return ret
+def default_env_returns(env: str, act_fn, n_episodes: int = 10, seed: int = 0) -> np.ndarray:
+    """Returns of ``act_fn(obs [B, D]) -> actions [B]`` over ``n_episodes`` parallel episodes of the default ``env``,
+    each at most its evaluation horizon (:func:`privsynth.rl.evaluate.evaluate_policy` on a :class:`VecClassicEnv`)."""
+    return evaluate_policy(VecClassicEnv(env, n_episodes, None, seed), act_fn, max_steps=get_spec(env).eval_horizon)

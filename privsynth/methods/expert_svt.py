@@ -15,12 +15,12 @@ with L a *public* horizon cap (the environment's data horizon, or a cap the user
 trajectory, which is a statistic of the sensitive data); each round tests at most L prefixes. Each round is
 (2ε', δ₁/(2T))-DP and T rounds compose (advanced composition, Dwork & Roth Thm 3.20, slack δ₁/2) to (ε₁, δ₁);
 :func:`svt_constants` re-checks that bound for every input because
-the paper applies Cor. 3.21 outside its ε < 1 range (notes §3.2).
+the paper applies Cor. 3.21 outside its ε < 1 range.
 
-Garbles fixed as the notes decide (§8.2): Lap(4/ε') for queries, Lap(2/ε') for the threshold (drawn once per
+Ambiguities of the paper's text resolved as follows: Lap(4/ε') for queries, Lap(2/ε') for the threshold (drawn once per
 trajectory), the count's "²" is a footnote marker, the inner loop runs to |τ| and halts at the first ⊥.
 
-The guarantee is distributional (notes §8.1.5): it treats each processed trajectory as a fresh rollout of a uniformly
+The guarantee is distributional (the paper's Sec. 5 analysis): it treats each processed trajectory as a fresh rollout of a uniformly
 random expert. ``sampler="expert"`` (the default) draws an expert uniformly and then one of its unused trajectories,
 which is the analysed A₁ as long as no expert is drawn more than N times (else the release refuses). The paper's
 reshuffle, ``sampler="trajectory"`` (T distinct trajectories of the fixed logged dataset), only approximates it; its
@@ -31,7 +31,7 @@ Randomness: the expert / trajectory draws and all Laplace noise come from a
 not DP), never from a seed someone can read.
 
 Everything here is written from the paper's pseudo-code (no public code exists); counts are computed in log space
-(logsumexp over experts of cumulative log-probabilities) to avoid underflow (notes §8.3.8).
+(logsumexp over experts of cumulative log-probabilities) to avoid underflow.
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ APPROX_SAMPLER_CAVEAT = (
 # ------------------------------------------------------------------------------------------------ constants
 @dataclass(frozen=True)
 class SVTConstants:
-    """Algorithm 2's constants for (ε₁, δ₁, T, L, p_min) plus diagnostics (notes §3.3, §3.5)."""
+    """Algorithm 2's constants for (ε₁, δ₁, T, L, p_min) plus diagnostics (paper Sec. 5, Thm 5.3 / 5.5)."""
 
     eps1: float
     delta1: float
@@ -83,7 +83,7 @@ class SVTConstants:
         return self.theta + self.thr_shift
 
     def max_consensus_length(self, m: int, n_actions: int) -> int:
-        """Largest k with m·hi^k ≥ E[θ̂] (all experts agree, noise ignored): the notes' column "k"."""
+        """Largest k with m·hi^k ≥ E[θ̂] (all experts agree, noise ignored): the longest prefix any count can pass."""
         hi = 1.0 - (n_actions - 1) * self.p_min
         if m * hi < self.expected_threshold:
             return 0
@@ -123,7 +123,7 @@ def svt_constants(eps1: float, delta1: float, n_rounds: int, max_len: int, p_min
 
 
 def budget_split(env: str, epsilon: float, delta: float, rule: str = "paper") -> tuple[float, float, float, float]:
-    """(ε₁, δ₁, ε₂, δ₂) by the paper's rules (App. B.3, notes §4.5).
+    """(ε₁, δ₁, ε₂, δ₂) by the paper's rules (App. B.3).
 
     ``paper``: Acrobot gives everything to the release (ε₁ = ε, δ₁ = δ); otherwise ¾ε / 9δ/10 to the release and the
     rest to DP-SGD. ``split``: always ¾ / ¼. ``stable``: all to the release. ``dpsgd``: all to DP-SGD.

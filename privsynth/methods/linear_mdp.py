@@ -3,12 +3,12 @@
 P_h(s'|s,a) = ⟨φ(s,a), ν_h(s')⟩ and r_h(s,a) = ⟨φ(s,a), θ_h⟩ with a known feature map φ. With finitely many states
 and actions the model is also a :class:`~privsynth.methods.tabular_mdp.TabularMDP`, so values and gaps are exact.
 
-The synthetic instance (Min et al. 2021; Yin et al. 2022; notes sections 5.2-5.3): S = {0, 1}, A = {0..99}, d = 10,
+The synthetic instance (Min et al. 2021; Yin et al. 2022; the DP-VAPVI paper's section 5): S = {0, 1}, A = {0..99}, d = 10,
 φ(s,a) = (bits(a)ᵀ, δ(s,a), 1−δ(s,a)) with bits(a) the 8-bit binary code of a and δ(s,a) = 1[1{s=0} = 1{a=0}].
 The paper's modifications ("stochastic transition", "more complex reward") are in the missing appendix F; they are
 reconstructed as switches (``transition_mode``, ``reward_mode``) and reported with every result.
 
-Feature scale (notes pitfall P1): the raw features have ‖φ‖₂ up to √7, but every DP-VAPVI sensitivity assumes
+Feature scale: the raw features have ‖φ‖₂ up to √7, but every DP-VAPVI sensitivity assumes
 ‖φ‖₂ ≤ 1. ``normalize_features=True`` (the default) divides φ by B = max‖φ‖ and multiplies ν and θ by B, which keeps
 P and r exactly and makes the privacy guarantee hold.
 """

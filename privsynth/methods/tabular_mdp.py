@@ -5,7 +5,7 @@ distribution ``d1[s]``; every episode has exactly H steps (the "one visit per st
 sensitivities needs this). Steps are 0-indexed here (h = 0..H-1), so the paper's clip range H−h+1 is ``H - h``.
 
 Data sources:
-* :func:`random_tabular_mdp`: a random MDP (Dirichlet transitions, uniform rewards), the notes' tabular target (T2).
+* :func:`random_tabular_mdp`: a random MDP (Dirichlet transitions, uniform rewards), our tabular test bed (the paper has no tabular experiment).
 * :func:`gridworld_mdp`: a small slippery gridworld (a discretised maze): reach the goal cell, reward 1 per step there.
 
 :class:`Trajectories` holds ``states[K, H+1]``, ``actions[K, H]``, ``rewards[K, H]``; one row is one trajectory, the
@@ -27,7 +27,7 @@ __all__ = ["TabularMDP", "Trajectories", "random_tabular_mdp", "gridworld_mdp", 
 
 def greedy(Q: np.ndarray, rng: np.random.Generator | None = None, tol: float = 1e-9) -> np.ndarray:
     """Deterministic greedy policy ``argmax_a Q[..., a]``; ties are broken uniformly at random with ``rng``
-    (a seeded stream separate from data and privacy noise, notes pitfall P10), or by the lowest index if ``rng`` is None."""
+    (a seeded stream separate from data and privacy noise), or by the lowest index if ``rng`` is None."""
     if rng is None:
         return np.argmax(Q, axis=-1)
     is_max = Q >= Q.max(axis=-1, keepdims=True) - tol
@@ -178,7 +178,7 @@ def _categorical(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def random_tabular_mdp(S: int = 5, A: int = 3, H: int = 10, seed: int = 0, dirichlet: float = 1.0) -> TabularMDP:
     """Random non-stationary MDP: P_h(·|s,a) ~ Dirichlet(α·1), rewards R_h(s,a) = U³ with U ~ U[0,1] (a few good
-    actions), d1 uniform (notes section 6.3)."""
+    actions), d1 uniform."""
     rng = np.random.default_rng(seed)
     P = rng.dirichlet(np.full(S, dirichlet), size=(H, S, A))
     R = rng.random((H, S, A)) ** 3

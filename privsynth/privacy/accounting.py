@@ -5,7 +5,7 @@ Gaussian mechanism of Mironov et al. 2019). Three accountants:
 
 * ``"rdp"``: Rényi DP (dp-accounting's :class:`RdpAccountant`, default orders); fast, a few % pessimistic.
 * ``"pld"``: privacy loss distributions (dp-accounting's :class:`PLDAccountant`, value discretisation 1e-4, tight
-  up to discretisation; feasibility notes §5 measured 1e-3 as visibly pessimistic at small q).
+  up to discretisation; a 1e-3 grid measured visibly pessimistic at small q).
 * ``"prv"``: privacy random variables (Gopi et al. 2021) through Opacus' :class:`PRVAccountant`, upper bound of the
   ε estimate with ``eps_error=0.01``.
 
@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 ACCOUNTANTS = ("rdp", "pld", "prv")
-PLD_DISCRETIZATION = 1e-4  # value_discretization_interval for reported numbers (feasibility notes §5)
+PLD_DISCRETIZATION = 1e-4  # value_discretization_interval for reported numbers (1e-3: pessimistic at small q)
 PRV_EPS_ERROR = 0.01
 
 

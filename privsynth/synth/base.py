@@ -7,12 +7,16 @@ the sensitive data through an accounted DP mechanism and records it on :attr:`Sy
 """
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
+from privsynth.config_io import config_to_dict
 from privsynth.data.dataset import OfflineDataset
+from privsynth.data.normalize import refuse_sensitive
 from privsynth.errors import InvalidData, PrivacyError, SpaceMismatch
+from privsynth.synth.checkpoint import atomic_torch_save
 
 __all__ = ["Synthesizer", "NetworkSynthesizer", "Unit"]
 
@@ -53,6 +57,67 @@ class Synthesizer(ABC):
         """The privacy ledger of everything sensitive this synthesizer has seen (None before fine-tuning)."""
         return getattr(self, "_ledger", None)
 
+    # ------------------------------------------------------------------------------ the card and saved state
+    card_note: str = "dataset sizes are treated as public"
+    obs_dim: int | None = None
+    act_dim: int | None = None
+    template: Any = None
+    public_data: list[str]
+    history: list[dict[str, Any]]
+
+    def card(self) -> dict[str, Any]:
+        """The privacy card of what this synthesizer releases: the ledger's card and the ledger, then how the data
+        was made (docs/DESIGN.md, invariant 3: every release carries its ledger)."""
+        ledger = self.ledger
+        card: dict[str, Any] = {}
+        if ledger is not None:
+            card.update(ledger.card())
+            card["ledger"] = ledger.to_dict()
+        card.update({
+            "private": self._released_privately(),
+            "synthesizer": self.name,
+            **self._card_facts(),
+            "public_data": list(self.public_data),
+            "phases": [dict(h) for h in self.history],
+            "config": config_to_dict(self.config),
+            "note": self.card_note,
+        })
+        return card
+
+    def _released_privately(self) -> bool:
+        """True when everything sensitive went through an accounted mechanism."""
+        return self.ledger is not None and self.ledger.private
+
+    def _card_facts(self) -> dict[str, Any]:
+        """What a subclass adds to the card (mechanism, released weights, sampling statistics)."""
+        return {}
+
+    def _base_state(self) -> dict[str, Any]:
+        """The part of a checkpoint every synthesizer has: config, spaces, environment template, public data, phases."""
+        return {
+            "config": config_to_dict(self.config),
+            "dims": [self.obs_dim, self.act_dim],
+            "template": self.template.to_dict() if self.template else None,
+            "public_data": self.public_data,
+            "history": self.history,
+        }
+
+    @staticmethod
+    def _public_datasets(public: OfflineDataset | Sequence[OfflineDataset]) -> list[OfflineDataset]:
+        """The public datasets of a pre-training call: at least one, none marked sensitive, all of one task."""
+        datasets = [public] if isinstance(public, OfflineDataset) else list(public)
+        if not datasets:
+            raise InvalidData("pre-training needs at least one public dataset")
+        for ds in datasets:
+            refuse_sensitive(ds, "pre-train a synthesizer")
+            datasets[0].check_compatible(ds)
+        return datasets
+
+    def _restore_records(self, state: dict[str, Any]) -> None:
+        """Public data names and phase records from a checkpoint (see :meth:`_base_state`)."""
+        self.public_data = list(state.get("public_data", []))
+        self.history = list(state.get("history", []))
+
 
 class NetworkSynthesizer(Synthesizer):
     """A synthesizer with one torch network ``model``, its EMA copy ``ema`` and fixed obs/action dims.
@@ -71,6 +136,20 @@ class NetworkSynthesizer(Synthesizer):
                 f"dataset '{ds.info.name}' has obs/action dims {ds.obs_dim}/{ds.act_dim} but the synthesizer was "
                 f"built for {self.obs_dim}/{self.act_dim}"
             )
+
+    flag_columns: int = 1  # model columns after state | action | reward | next state: terminal (PrivORL-j adds end)
+
+    @property
+    def data_dim(self) -> int:
+        """Width of a model row: state, action, reward, next state and the flag columns."""
+        if self.obs_dim is None or self.act_dim is None:
+            raise InvalidData("the synthesizer has not seen any data yet: pre-train it or load a checkpoint")
+        return 2 * self.obs_dim + self.act_dim + 1 + self.flag_columns
+
+    def _set_layout(self, obs_dim: int, act_dim: int, template: Any) -> None:
+        """Fix the spaces and keep the environment template: public facts of the task, none of the records."""
+        self.obs_dim, self.act_dim = obs_dim, act_dim
+        self.template = dataclasses.replace(template, sensitive=False, privacy_card=None, extra={}, name="template")
 
     def n_parameters(self) -> int:
         return sum(p.numel() for p in self.model.parameters()) if self.model is not None else 0
@@ -99,8 +178,40 @@ class NetworkSynthesizer(Synthesizer):
             from privsynth.privacy.ledger import LedgerEvent
 
             self.normalizer_event = LedgerEvent.from_dict(state["normalizer_event"])
-        self.public_data = list(state.get("public_data", []))
-        self.history = list(state.get("history", []))
+        self._restore_records(state)
+
+    checkpoint_format: str = ""  # the format tag of :meth:`state`, checked by ``load`` (privsynth.synth.checkpoint)
+    last_sample_stats: dict[str, Any]
+
+    def _card_facts(self) -> dict[str, Any]:
+        return {
+            "released_weights": "EMA",
+            "normalizer": self.normalizer.source if self.normalizer is not None else None,
+            "sample": dict(self.last_sample_stats),
+        }
+
+    def state(self, *, ema_only: bool = False) -> dict[str, Any]:
+        """Everything :meth:`_restore` needs: weights (model and EMA, or EMA only), normaliser, config, ledger."""
+        if self.model is None or self.ema is None:
+            raise InvalidData("nothing to save: the synthesizer has no weights yet")
+        return {
+            "format": self.checkpoint_format,
+            **self._base_state(),
+            "normalizer": self.normalizer.to_dict() if self.normalizer is not None else None,
+            "model": None if ema_only else self.model.state_dict(),
+            "ema": self.ema.shadow.state_dict(),
+            "ledger": self._ledger.to_json() if self._ledger is not None else None,
+            "normalizer_event": self.normalizer_event.to_dict() if self.normalizer_event is not None else None,
+        }
+
+    def save(self, path: str | Path, *, ema_only: bool = False, half: bool = False) -> Path:
+        """Write :meth:`state` to one file (atomic). ``ema_only`` / ``half`` (float16 weights) shrink it."""
+        state = self.state(ema_only=ema_only)
+        if half:
+            for key in ("model", "ema"):
+                if state[key] is not None:
+                    state[key] = {k: v.half() if v.is_floating_point() else v for k, v in state[key].items()}
+        return atomic_torch_save(state, Path(path))
 
     # ------------------------------------------------------------------------------ DP normaliser and ledger
     normalizer: Any = None

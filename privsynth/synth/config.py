@@ -7,9 +7,11 @@ the PrivORL paper (appendix F) and its replication package (gin files, ``train_d
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from privsynth import config_io
+from privsynth.config_io import config_to_dict
 
 __all__ = [
     "EDMConfig",
@@ -177,35 +179,6 @@ def demo_config() -> TransitionSynthConfig:
 
 
 # ------------------------------------------------------------------------------------------- serialisation
-def config_to_dict(cfg: Any) -> dict[str, Any]:
-    return dataclasses.asdict(cfg)
-
-
-def _build(cls: type, data: dict[str, Any]) -> Any:
-    kwargs = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in data:
-            continue
-        value = data[f.name]
-        ftype = f.type if not isinstance(f.type, str) else _TYPES.get(f.type)
-        if isinstance(ftype, type) and dataclasses.is_dataclass(ftype) and isinstance(value, dict):
-            value = _build(ftype, value)
-        elif isinstance(value, list) and f.name in {"betas", "target_hidden", "predictor_hidden"}:
-            value = tuple(value)
-        kwargs[f.name] = value
-    return cls(**kwargs)
-
-
-_TYPES: dict[str, type] = {
-    "EDMConfig": EDMConfig,
-    "DenoiserConfig": DenoiserConfig,
-    "CuriosityConfig": CuriosityConfig,
-    "TrainConfig": TrainConfig,
-    "DPConfig": DPConfig,
-    "SamplerConfig": SamplerConfig,
-}
-
-
 def config_from_dict(data: dict[str, Any]) -> TransitionSynthConfig:
-    """Inverse of :func:`config_to_dict` (unknown keys are ignored, missing keys take defaults)."""
-    return _build(TransitionSynthConfig, data)
+    """Inverse of :func:`config_to_dict` (missing keys take defaults; unknown keys raise, see :mod:`privsynth.config_io`)."""
+    return config_io.config_from_dict(TransitionSynthConfig, data)

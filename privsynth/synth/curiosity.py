@@ -10,23 +10,15 @@ current model, scored, and its top-``rate`` fraction kept; every training batch 
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable
 
 import torch
 from torch import nn
 
+from privsynth.nn import mlp
 from privsynth.synth.config import CuriosityConfig
 
 __all__ = ["RND", "CuriosityMixer", "n_replaced"]
-
-
-def _mlp(d_in: int, hidden: Sequence[int], d_out: int) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for h in hidden:
-        layers += [nn.Linear(d_in, h), nn.ReLU()]
-        d_in = h
-    layers.append(nn.Linear(d_in, d_out))
-    return nn.Sequential(*layers)
 
 
 class RND(nn.Module):
@@ -36,13 +28,13 @@ class RND(nn.Module):
         super().__init__()
         gen_state = torch.random.get_rng_state()
         torch.manual_seed(seed)
-        self.target = _mlp(data_dim, cfg.target_hidden, cfg.out_dim)
+        self.target = mlp(data_dim, cfg.target_hidden, cfg.out_dim)
         for m in self.target:
             if isinstance(m, nn.Linear):  # PrivORL rnd.py: N(0, 0.1) weights, zero bias
                 nn.init.normal_(m.weight, std=0.1)
                 nn.init.zeros_(m.bias)
         self.target.requires_grad_(False)
-        self.predictor = _mlp(data_dim, cfg.predictor_hidden, cfg.out_dim)
+        self.predictor = mlp(data_dim, cfg.predictor_hidden, cfg.out_dim)
         torch.random.set_rng_state(gen_state)
         self.opt = torch.optim.Adam(self.predictor.parameters(), lr=cfg.lr)
 

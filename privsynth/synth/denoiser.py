@@ -14,6 +14,7 @@ import math
 import torch
 from torch import nn
 
+from privsynth.nn import mlp
 from privsynth.synth.config import DenoiserConfig
 
 __all__ = ["FourierEmbedding", "ResidualBlock", "ResidualMLPDenoiser"]
@@ -54,9 +55,7 @@ class ResidualMLPDenoiser(nn.Module):
         super().__init__()
         self.data_dim = data_dim
         self.fourier = FourierEmbedding(cfg.fourier_dim, cfg.fourier_scale)
-        self.noise_mlp = nn.Sequential(
-            nn.Linear(cfg.fourier_dim + 1, cfg.cond_dim), nn.SiLU(), nn.Linear(cfg.cond_dim, cfg.cond_dim)
-        )
+        self.noise_mlp = mlp(cfg.fourier_dim + 1, (cfg.cond_dim,), cfg.cond_dim, act=nn.SiLU)
         self.proj = nn.Linear(data_dim, cfg.cond_dim)
         self.inp = nn.Linear(cfg.cond_dim, cfg.width)
         self.blocks = nn.Sequential(*[ResidualBlock(cfg.width) for _ in range(cfg.depth)])

@@ -37,6 +37,7 @@ from typing import Any
 
 from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData
+from privsynth.config_io import override
 from privsynth.synth.base import Synthesizer
 
 __all__ = ["Entry", "REGISTRY", "names", "entry", "make", "load", "fit", "sample", "name_of"]
@@ -52,20 +53,6 @@ class Entry:
     build: Callable[[str, Any, dict[str, Any]], Synthesizer]  # (preset, config or None, overrides) -> synthesizer
     episodes: bool = False  # native output is whole episodes (trajectory synthesizers)
     extra: str | None = None  # optional dependency (pip extra) the synthesizer needs
-
-
-def _override(cfg: Any, overrides: dict[str, Any]) -> Any:
-    """Set dataclass fields; a dict value for a nested dataclass field updates that section."""
-    known = {f.name for f in dataclasses.fields(cfg)}
-    for key, value in overrides.items():
-        if key not in known:
-            raise InvalidData(f"unknown setting '{key}' for {type(cfg).__name__}: choose from {', '.join(sorted(known))}")
-        current = getattr(cfg, key)
-        if isinstance(value, dict) and dataclasses.is_dataclass(current):
-            _override(current, value)
-        else:
-            setattr(cfg, key, value)
-    return cfg
 
 
 def _transition_tiny() -> Any:
@@ -90,7 +77,7 @@ def _build_transition(preset: str, config: Any, overrides: dict[str, Any]) -> Sy
         if preset not in presets:
             raise InvalidData(f"unknown preset '{preset}' for privorl-n: choose {', '.join(presets)}")
         config = presets[preset]()
-    return TransitionSynthesizer(_override(config, overrides))
+    return TransitionSynthesizer(override(config, overrides))
 
 
 def _build_trajectory(backbone: str) -> Callable[[str, Any, dict[str, Any]], Synthesizer]:
@@ -104,7 +91,7 @@ def _build_trajectory(backbone: str) -> Callable[[str, Any, dict[str, Any]], Syn
             config = PRESETS[preset](backbone) if preset != "paper" else dataclasses.replace(PRESETS["paper"](), backbone=backbone)
         elif config.backbone != backbone:
             raise InvalidData(f"the config's backbone is '{config.backbone}' but the synthesizer asked for is '{backbone}'")
-        return TrajectorySynthesizer(_override(config, overrides))
+        return TrajectorySynthesizer(override(config, overrides))
     return build
 
 
@@ -125,7 +112,7 @@ def _build_baseline(name: str) -> Callable[[str, Any, dict[str, Any]], Synthesiz
             cls, cfg_cls = BASELINES[name]
             if not isinstance(config, cfg_cls):
                 raise InvalidData(f"{name} takes a {cfg_cls.__name__}, got {type(config).__name__}")
-            return cls(_override(config, overrides))
+            return cls(override(config, overrides))
         if preset not in ("cpu", "paper", "tiny"):
             raise InvalidData(f"unknown preset '{preset}' for {name}: choose cpu, paper or tiny")
         return make_baseline(name, **{**(_TINY_BASELINES.get(name, {}) if preset == "tiny" else {}), **overrides})

@@ -15,12 +15,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 
+from privsynth.data.envs import make_env
 from privsynth.data.locomotion.sac import Actor
 from privsynth.errors import InvalidData
+from privsynth.rl.evaluate import evaluate_policy
 
 __all__ = ["ENVS", "pretrained_dir", "load_card", "load_actor", "rollout_returns", "env_id_of"]
 
@@ -65,23 +66,18 @@ def rollout_returns(
     deterministic: bool = True,
 ) -> np.ndarray:
     """Undiscounted returns of ``policy`` (None = uniform random) on ``env_id``, episode i reset with ``seed + i``."""
-    env = gym.make(env_id, max_episode_steps=max_steps)
+    env = make_env(env_id, max_episode_steps=max_steps)
     rng = np.random.default_rng(seed)
-    out = np.zeros(episodes)
-    for i in range(episodes):
-        obs, _ = env.reset(seed=seed + i)
-        done, total = False, 0.0
-        while not done:
-            if policy is None:
-                a = rng.uniform(-1.0, 1.0, size=env.action_space.shape).astype(np.float32)
-            else:
-                a = policy.act(obs, deterministic=deterministic, rng=rng)
-            obs, r, term, trunc, _ = env.step(a)
-            total += float(r)
-            done = term or trunc
-        out[i] = total
-    env.close()
-    return out
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        if policy is None:
+            return rng.uniform(-1.0, 1.0, size=(len(obs), *env.action_space.shape)).astype(np.float32)
+        return policy.act(obs, deterministic=deterministic, rng=rng)
+
+    try:
+        return evaluate_policy(env, act, range(seed, seed + episodes))
+    finally:
+        env.close()
 
 
 # D4RL's reference returns (random, expert) for the v2 MuJoCo tasks, quoted for comparison on the cards only.

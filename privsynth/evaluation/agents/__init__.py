@@ -1,7 +1,7 @@
 """Downstream offline-RL agents (IQL, TD3+BC, EDAC with CORL's hyperparameters) and real-environment scoring.
 
 Why our own compact implementations rather than d3rlpy or CORL's files: d3rlpy 2.8 measured about 100 IQL updates/s
-here against about 170 for plain torch (reference/notes/feasibility.md §7-8), CORL's single files copy their replay
+here against about 170 for plain torch (``scripts/bench_agents.py`` times ours), CORL's single files copy their replay
 buffer and read the real dataset's statistics, and neither lets the normaliser come from the training data while the
 environment comes from the real data. Our learners share one replay buffer over the dataset's own arrays, run their
 twin/ensemble critics as one batched matrix multiply, and fuse IQL's three updates into one backward pass.

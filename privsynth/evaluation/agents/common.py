@@ -24,6 +24,7 @@ from torch import nn
 
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.data.envs import make_env
+from privsynth.rl.evaluate import evaluate_policy
 from privsynth.data.normalize import Normalizer
 from privsynth.errors import InvalidData, SpaceMismatch
 
@@ -188,23 +189,7 @@ class Evaluator:
             )
 
     def __call__(self, policy: Callable[[torch.Tensor], torch.Tensor]) -> EvalResult:
-        returns = np.zeros(self.episodes, dtype=np.float64)
-        k = len(self.envs)
-        for start in range(0, self.episodes, k):
-            ids = list(range(start, min(start + k, self.episodes)))
-            envs = self.envs[: len(ids)]
-            obs = np.stack([env.reset(seed=self.reset_seeds[i])[0] for env, i in zip(envs, ids)])
-            active = list(range(len(ids)))
-            while active:
-                actions = policy(torch.from_numpy(obs[active])).numpy()
-                still = []
-                for j, a in zip(active, actions):
-                    o, r, term, trunc, _ = envs[j].step(a)
-                    returns[ids[j]] += float(r)
-                    obs[j] = o
-                    if not (term or trunc):
-                        still.append(j)
-                active = still
+        returns = evaluate_policy(self.envs, lambda obs: policy(torch.from_numpy(obs)).numpy(), self.reset_seeds)
         return EvalResult(returns=returns, score=float(normalized_score(self.info, returns.mean())))
 
     def close(self) -> None:

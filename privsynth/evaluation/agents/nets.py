@@ -1,4 +1,4 @@
-"""Small network blocks shared by the agents: plain MLPs and a vectorised ensemble of MLPs.
+"""Small network blocks shared by the agents: plain MLPs (:func:`privsynth.nn.mlp`) and a vectorised ensemble of MLPs.
 
 :class:`EnsembleLinear` holds ``E`` linear layers as one weight tensor ``[E, in, out]`` and applies them with one
 batched matrix multiply (``torch.baddbmm``), as CORL's ``VectorizedLinear`` does for EDAC (An et al. 2021). We use the
@@ -13,20 +13,9 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from privsynth.nn import mlp  # the shared builder, re-exported for the agents
+
 __all__ = ["mlp", "EnsembleLinear", "EnsembleMLP"]
-
-
-def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, *, out_act: nn.Module | None = None) -> nn.Sequential:
-    """``Linear -> ReLU`` for each hidden width, then a final ``Linear`` (and ``out_act`` if given)."""
-    layers: list[nn.Module] = []
-    d = in_dim
-    for h in hidden:
-        layers += [nn.Linear(d, h), nn.ReLU()]
-        d = h
-    layers.append(nn.Linear(d, out_dim))
-    if out_act is not None:
-        layers.append(out_act)
-    return nn.Sequential(*layers)
 
 
 class EnsembleLinear(nn.Module):

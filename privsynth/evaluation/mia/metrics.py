@@ -1,8 +1,7 @@
 """Membership-inference metrics in the standard convention (Carlini et al., "MIA from first principles").
 
 Members are the positive class and a higher score means "more member-like". TPR at a fixed FPR α is read at the
-**last ROC point whose FPR is ≤ α** (the convention of mia-diffusion and PrivORL's ``mia.py``, see
-``reference/notes/anchors_code.md`` §5.6); it never interpolates above α. PrivORL reports the opposite tail
+**last ROC point whose FPR is ≤ α** (the convention of mia-diffusion and of the PrivORL paper's code, ``mia.py``); it never interpolates above α. PrivORL reports the opposite tail
 (non-members positive, score = loss); we do not.
 
 The ROC itself comes from :func:`sklearn.metrics.roc_curve` with ``drop_intermediate=False`` so every threshold is kept.

@@ -3,15 +3,15 @@
 A teacher policy ``f: R^d -> Δ_{m,η}`` answers a query observation ``X`` with ``x ~ Dirichlet(k · f(X))``: the answer
 stays on the simplex and its mean is ``f(X)``. Theorem 1 makes ``Dir_k ∘ f`` (ε, δ)-DP for **b-adjacent query
 observations** (``‖X − X'‖₂ ≤ b``, Def. 1): a metric, per-query guarantee on the student's input, *not* dataset-level
-DP on the teacher's training records (notes P1).
+DP on the teacher's training records (the paper hedges this itself, Sec. 6).
 
-- ε follows eq. 12 (:func:`eps_paper`); an adjacency-aware bound (:func:`eps_tight`, notes §2.4) is offered for
+- ε follows eq. 12 (:func:`eps_paper`); an adjacency-aware bound (:func:`eps_tight`, our extension) is offered for
   comparison only.
 - δ (eq. 6) is ``1 − P(Dir_k(p*) ∈ Δ_{m,τ})`` at the vertex ``p* = [η, …, η, 1 − (m−1)η]``. We charge the
   deterministic union bound over Beta marginals (:func:`delta_union_bound`), which is a rigorous upper bound; the
-  Monte-Carlo estimate (:func:`delta_mc`) is a cross-check (notes P7: the paper's Chebyshev bound is off).
+  Monte-Carlo estimate (:func:`delta_mc`) is a cross-check (the paper's Chebyshev bound has N² where N belongs).
 - τ must be the same in ε and δ and is re-chosen for every k (:func:`tau_for_delta`): at a fixed τ, δ → 1 as k → 0
-  (notes P5), so a fixed τ would make a decaying schedule look cheaper than it is.
+  (while ε tends to the floor of :func:`eps_floor`), so a fixed τ would make a decaying schedule look cheaper than it is.
 
 Own code rather than a library: no DP library ships the Dirichlet mechanism; sampling is done in log space
 (``log g = log Gamma(α+1) + log(U)/α``) because ``Dirichlet(α)`` with tiny α underflows to all-zero rows.
@@ -49,7 +49,8 @@ __all__ = [
 
 # ---------------------------------------------------------------------------------------------- simplex helpers
 def restrict(pi: np.ndarray, eta: float) -> np.ndarray:
-    """Map a softmax output into Δ_{m,η} by mixing with the uniform policy: ``(1 − mη)·π + η`` (notes Alg. B).
+    """Map a softmax output into Δ_{m,η} by mixing with the uniform policy: ``(1 − mη)·π + η`` (Theorem 1 needs every
+    probability ≥ η).
 
     The map is ``(1 − mη)``-Lipschitz; its factor belongs in the teacher's Lipschitz constant L.
     """
@@ -105,14 +106,14 @@ def eps_paper(k: float, m: int, eta: float, tau: float | None, L: float, b: floa
 
 
 def eps_tight(k: float, m: int, eta: float, tau: float | None, L: float, b: float, *, log_tau: float | None = None) -> float:
-    """Adjacency-aware bound (notes §2.4, [EXT]): the Γ-terms are bounded by the digamma slope over ``‖π−π'‖ ≤ Lb``."""
+    """Adjacency-aware bound ([EXT], not in the paper): the Γ-terms are bounded by the digamma slope over ``‖π−π'‖ ≤ Lb``."""
     lt = _log_tau(tau, log_tau)
     psi = max(abs(digamma(k * eta)), abs(digamma(k * (1 - (m - 1) * eta))))
     return float(math.sqrt(m) * k * L * b * (-lt + psi))
 
 
 def eps_floor(m: int, eta: float) -> float:
-    """The k → 0 limit of eq. 12's Γ-terms: ``−(m−1)ln η − ln(1−(m−1)η) − m ln m`` (notes P5)."""
+    """The k → 0 limit of eq. 12's Γ-terms: ``−(m−1)ln η − ln(1−(m−1)η) − m ln m``."""
     return float(-(m - 1) * math.log(eta) - math.log(1 - (m - 1) * eta) - m * math.log(m))
 
 
@@ -171,13 +172,13 @@ def tau_for_delta(k: float, m: int, eta: float, delta: float) -> float:
 
 def concentration_radius(k: float | np.ndarray, beta: float, lam: float) -> float | np.ndarray:
     """Eq. 15: ``α_λ = λ·sqrt(ln(1/β) / (2(k+1)))``; a heuristic dead-zone radius (Lemma 1 is not a valid tail bound
-    near uniform π, notes P6)."""
+    near uniform π; a Monte-Carlo check of the 2-norm tail)."""
     return lam * np.sqrt(math.log(1.0 / beta) / (2.0 * (np.asarray(k) + 1.0)))
 
 
 def lipschitz_upper_bound(net: torch.nn.Module, eta: float | None = None, input_scale: float = 1.0) -> float:
     """Product of spectral norms of the Linear layers (tanh/ReLU and softmax are 1-Lipschitz in ℓ2), times the
-    restriction factor ``(1 − mη)`` and the observation preprocessing scale (notes Alg. C)."""
+    restriction factor ``(1 − mη)`` and the observation preprocessing scale (Theorem 1's L)."""
     L = float(input_scale)
     m = None
     for mod in net.modules():
@@ -208,13 +209,13 @@ class DirichletMechanism:
 
     ``m`` actions, ``eta`` floor of the restricted teacher, ``L`` Lipschitz constant of the restricted teacher in
     raw observation units, ``b`` adjacency radius (L2, raw observation units), ``delta_per_query`` the δ every answer
-    is calibrated to (τ is re-chosen per k). ``bound``: ``paper`` (eq. 12, default) or ``tight`` (notes §2.4).
+    is calibrated to (τ is re-chosen per k). ``bound``: ``paper`` (eq. 12, default) or ``tight`` (:func:`eps_tight`).
     """
 
     m: int
     L: float
     b: float
-    eta: float = 0.1  # notes Appendix A [GUESS]
+    eta: float = 0.1  # [GUESS: the paper does not report η]
     delta_per_query: float = 1e-6
     bound: str = "paper"
     _cache: dict[float, QueryCost] = field(default_factory=dict, repr=False)

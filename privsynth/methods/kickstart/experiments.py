@@ -1,16 +1,15 @@
-"""The kickstarting suite (notes §7.3, scaled down): train a PPO teacher once, then PPO students with and without a
-(private) teacher over several seeds, and summarise learning speed.
+"""The kickstarting suite (the paper's Sec. 5 experiments, scaled down): train a PPO teacher once, then PPO students
+with and without a (private) teacher over several seeds, and summarise learning speed.
 
-Configurations (notes §6): ``ppo`` plain student-size PPO (no teacher); ``nonprivate`` exact teacher, λ = 0 (paper
+Configurations: ``ppo`` plain student-size PPO (no teacher); ``nonprivate`` exact teacher, λ = 0 (paper
 Exp. 2); ``unaware-*`` Dirichlet teacher, λ = 0; ``aware-*`` Dirichlet teacher, λ = 0.5. ``*-silent`` stops answering
 once k < ``k_min`` or the query budget is spent; ``*-sampling`` keeps sampling Dir_k as k decays (the paper's literal
-"k → 0" reading, which leaks teacher action samples, notes P4) and does not enforce a budget (its ledger still
+"k → 0" reading, which leaks teacher action samples) and does not enforce a budget (its ledger still
 records every answer).
 """
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -18,12 +17,17 @@ from typing import Any
 import numpy as np
 import torch
 
+from privsynth.data.envs import make_env
 from privsynth.errors import PrivsynthError
+from privsynth.methods.kickstart.curves import smoothed_curve, steps_to_threshold
 from privsynth.methods.kickstart.dirichlet import DirichletMechanism, lipschitz_upper_bound, restrict
-from privsynth.methods.kickstart.ppo import KickstartedPPO, PPOConfig, mlp
+from privsynth.methods.kickstart.offline import BCConfig, train_bc_teacher
+from privsynth.methods.kickstart.ppo import KickstartedPPO, PPOConfig
+from privsynth.nn import mlp
 from privsynth.methods.checkpoint import load_state_dict_file
 from privsynth.methods.kickstart.teacher import PrivateTeacher, TeacherConfig
 from privsynth.privacy.noise import NoiseSource
+from privsynth.rl.evaluate import evaluate_policy
 
 __all__ = ["SuiteConfig", "CONFIGS", "make_env", "train_teacher", "load_teacher", "run_student", "summarise",
            "steps_to_threshold", "smoothed_curve", "teacher_from_dataset", "build_teacher"]
@@ -33,28 +37,22 @@ CONFIGS = ("ppo", "nonprivate", "unaware-sampling", "unaware-silent", "aware-sam
 
 @dataclass
 class SuiteConfig:
-    """Scaled-down protocol: Acrobot-v1 instead of AirRaid RAM, 30k student steps instead of 4M (notes §7.3)."""
+    """Scaled-down protocol: Acrobot-v1 instead of AirRaid RAM, 30k student steps instead of 4M (paper Sec. 5)."""
 
     env_id: str = "Acrobot-v1"
     teacher_hidden: tuple[int, ...] = (64, 64)  # [PAPER]
     teacher_epochs: int = 60
     student: PPOConfig = field(default_factory=lambda: PPOConfig(hidden=(32, 32), epochs=30))
-    eta: float = 0.1  # teacher floor [GUESS, notes Appendix A]
+    eta: float = 0.1  # teacher floor [GUESS: not reported]
     b: float = 1e-3  # adjacency radius in raw observation units (L·b ≈ 0.01, near the paper's implied 0.015)
     delta_per_query: float = 1e-6
     k0: float = 5.0  # [PAPER]
     c: float = 0.9  # vanishing coefficient per episode [PAPER: 0.1 ... 0.9]
-    k_min: float = 0.05  # silent variant: stop answering below this k (notes §7.5)
+    k_min: float = 0.05  # silent variant: stop answering below this k [GUESS]
     eps_budget: float = 1e5  # silent variant's query budget (basic composition)
     delta_budget: float = 0.05
     lam: float = 0.5  # aware students [PAPER]
     noise_seed: int | None = None  # None: teacher noise from OS entropy; an int replays it (benchmarks only, not DP)
-
-
-def make_env(env_id: str) -> Any:
-    import gymnasium as gym
-
-    return gym.make(env_id)
 
 
 def train_teacher(cfg: SuiteConfig, out: Path, seed: int = 0, progress: Any = None) -> dict[str, Any]:
@@ -82,27 +80,20 @@ def train_teacher(cfg: SuiteConfig, out: Path, seed: int = 0, progress: Any = No
 
 @torch.no_grad()
 def _eval_restricted(pi: torch.nn.Module, cfg: SuiteConfig, episodes: int, seed: int = 20_000) -> float:
-    """Return of the restricted teacher ``(1 − mη)π_T + η`` (the policy the mechanism actually perturbs, notes P2)."""
-    env = make_env(cfg.env_id)
+    """Return of the restricted teacher ``(1 − mη)π_T + η`` (the policy the mechanism actually perturbs)."""
     rng = np.random.default_rng(seed)
-    out = []
-    for i in range(episodes):
-        o, _ = env.reset(seed=seed + i)
-        done, total = False, 0.0
-        while not done:
-            p = restrict(torch.softmax(pi(torch.as_tensor(o, dtype=torch.float32)[None]), -1)[0].double().numpy(), cfg.eta)
-            o, r, term, trunc, _ = env.step(int(rng.choice(len(p), p=p / p.sum())))
-            total += float(r)
-            done = term or trunc
-        out.append(total)
-    return float(np.mean(out))
+
+    def act(obs: np.ndarray) -> list[int]:
+        p = restrict(torch.softmax(pi(torch.as_tensor(obs, dtype=torch.float32)), -1)[0].double().numpy(), cfg.eta)
+        return [int(rng.choice(len(p), p=p / p.sum()))]
+
+    return float(evaluate_policy(make_env(cfg.env_id), act, range(seed, seed + episodes)).mean())
 
 
 def teacher_from_dataset(dataset_id: str, cfg: SuiteConfig, out: Path, epochs: int = 30, seed: int = 0) -> dict[str, Any]:
     """Behaviour-cloning teacher on a stored, non-sensitive dataset (e.g. a DP synthetic release), saved like
     :func:`train_teacher` so the suite's students can use it; the dataset's privacy card is kept in teacher.json."""
     from privsynth.data.minari_io import load_dataset
-    from privsynth.methods.kickstart.offline import BCConfig, train_bc_teacher
 
     ds = load_dataset(dataset_id)
     env = make_env(cfg.env_id)
@@ -124,18 +115,10 @@ def teacher_from_dataset(dataset_id: str, cfg: SuiteConfig, out: Path, epochs: i
 
 @torch.no_grad()
 def _eval_policy(pi: torch.nn.Module, cfg: SuiteConfig, episodes: int, seed: int = 20_000) -> float:
-    env = make_env(cfg.env_id)
-    out = []
-    for i in range(episodes):
-        o, _ = env.reset(seed=seed + i)
-        done, total = False, 0.0
-        while not done:
-            p = torch.softmax(pi(torch.as_tensor(o, dtype=torch.float32)[None]), -1)[0]
-            o, r, term, trunc, _ = env.step(int(torch.multinomial(p, 1)))
-            total += float(r)
-            done = term or trunc
-        out.append(total)
-    return float(np.mean(out))
+    def act(obs: np.ndarray) -> list[int]:
+        return [int(torch.multinomial(torch.softmax(pi(torch.as_tensor(obs, dtype=torch.float32)), -1)[0], 1))]
+
+    return float(evaluate_policy(make_env(cfg.env_id), act, range(seed, seed + episodes)).mean())
 
 
 def load_teacher(out: Path, cfg: SuiteConfig) -> tuple[torch.nn.Module, dict[str, Any]]:
@@ -143,7 +126,7 @@ def load_teacher(out: Path, cfg: SuiteConfig) -> tuple[torch.nn.Module, dict[str
     if not path.exists():
         raise PrivsynthError(f"no teacher at {path}; train it first")
     env = make_env(cfg.env_id)
-    net = mlp([int(np.prod(env.observation_space.shape)), *cfg.teacher_hidden, int(env.action_space.n)])
+    net = mlp(int(np.prod(env.observation_space.shape)), cfg.teacher_hidden, int(env.action_space.n), act=torch.nn.Tanh)
     net.load_state_dict(load_state_dict_file(path))  # weights_only: a checkpoint cannot run code
     net.eval()
     return net, json.loads((out / "teacher.json").read_text())
@@ -196,30 +179,6 @@ def run_student(name: str, seed: int, cfg: SuiteConfig, out: Path) -> dict[str, 
 
 
 # --------------------------------------------------------------------------------------------------- summaries
-def smoothed_curve(returns: list[float], window: int = 3) -> np.ndarray:
-    """Per-epoch returns with NaN epochs carried forward (notes P15) and a trailing mean over ``window`` epochs."""
-    x = np.asarray(returns, dtype=float)
-    last = np.nan
-    for i in range(len(x)):
-        if np.isnan(x[i]):
-            x[i] = last
-        else:
-            last = x[i]
-    out = np.full_like(x, np.nan)
-    for i in range(len(x)):
-        seg = x[max(0, i - window + 1): i + 1]
-        seg = seg[~np.isnan(seg)]
-        if len(seg):
-            out[i] = seg.mean()
-    return out
-
-
-def steps_to_threshold(curve: np.ndarray, steps_per_epoch: int, threshold: float) -> float:
-    """Env steps until the smoothed curve first reaches ``threshold`` (inf if never)."""
-    hit = np.nonzero(np.nan_to_num(curve, nan=-np.inf) >= threshold)[0]
-    return float((hit[0] + 1) * steps_per_epoch) if len(hit) else math.inf
-
-
 def summarise(out: Path, threshold: float, complete_seeds: bool = True) -> dict[str, Any]:
     """Per configuration: seeds, mean ± std over seeds of AUC (mean smoothed return), final return (last 5 epochs),
     steps to ``threshold``, teacher answers and query-ledger totals. ``complete_seeds``: keep only the seeds every

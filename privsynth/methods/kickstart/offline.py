@@ -1,5 +1,5 @@
 """The link to privsynth's datasets: a discrete-action teacher trained offline on a (DP synthetic) dataset, and
-kickstarting speed as a utility measure of that dataset (notes §8.2 [EXT]).
+kickstarting speed as a utility measure of that dataset ([EXT]: not in the paper).
 
 Route: real episodes of a discrete-action task (:func:`collect_dataset`, marked sensitive) -> a DP synthetic release
 (e.g. ``privsynth synth`` with the transition synthesizer; its privacy card travels in ``DatasetInfo.privacy_card``)
@@ -26,8 +26,8 @@ import torch
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.data.normalize import refuse_sensitive
 from privsynth.errors import InvalidData
-
-from privsynth.methods.kickstart.ppo import mlp
+from privsynth.methods.kickstart.curves import steps_to_threshold
+from privsynth.nn import mlp
 
 __all__ = ["discrete_actions", "BCConfig", "train_bc_teacher", "collect_dataset", "kickstart_utility"]
 
@@ -59,7 +59,7 @@ def train_bc_teacher(dataset: OfflineDataset, n_actions: int, config: BCConfig |
     rng = np.random.default_rng(cfg.seed)
     obs = torch.as_tensor(dataset.observations, dtype=torch.float32)
     act = torch.as_tensor(discrete_actions(dataset, n_actions))
-    net = mlp([obs.shape[1], *cfg.hidden, n_actions])
+    net = mlp(obs.shape[1], cfg.hidden, n_actions, act=torch.nn.Tanh)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     n = len(obs)
     for _ in range(cfg.epochs):
@@ -103,7 +103,5 @@ def collect_dataset(
 def kickstart_utility(curves: dict[str, np.ndarray], steps_per_epoch: int, threshold: float) -> dict[str, float]:
     """Kickstarting speed as a dataset utility: median env steps for a student kickstarted by the teacher of each
     dataset (``curves[name]``: [seeds, epochs] smoothed returns) to reach ``threshold`` (inf if never)."""
-    from privsynth.methods.kickstart.experiments import steps_to_threshold
-
     return {name: float(np.median([steps_to_threshold(c, steps_per_epoch, threshold) for c in cs]))
             for name, cs in curves.items()}

@@ -1,4 +1,5 @@
-"""Kickstarted PPO student with the privacy-aware penalty (Gohari et al. 2021, eq. 14-17; notes Alg. H/I).
+"""Kickstarted PPO student with the privacy-aware penalty (Gohari et al. 2021, Sec. 4,
+eq. 14-17).
 
 PPO follows OpenAI Spinning Up (the paper's RL code): separate tanh actor and critic MLPs, GAE-λ, advantage
 normalisation, 80 actor iterations with KL early stopping, 80 critic iterations, one update per epoch. Written here
@@ -6,8 +7,7 @@ rather than taken from a library because the penalty needs the teacher's stored 
 Spinning Up itself is TF1/MPI-era.
 
 The student queries the teacher once per environment step and stores the answer (and the k it was drawn at) in the
-rollout buffer; every PPO iteration reuses the stored answers, which is post-processing and costs no privacy
-(notes P8). ``lam = 0`` is the privacy-unaware student (penalty always on); no teacher at all is plain PPO (P9).
+rollout buffer; every PPO iteration reuses the stored answers, which is post-processing and costs no privacy. ``lam = 0`` is the privacy-unaware student (penalty always on); no teacher at all is plain PPO.
 """
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from privsynth.nn import mlp
+from privsynth.rl.evaluate import evaluate_policy
 from privsynth.methods.kickstart.dirichlet import concentration_radius
 from privsynth.methods.kickstart.teacher import PrivateTeacher
 
@@ -48,15 +50,6 @@ class PPOConfig:
     seed: int = 0
 
 
-def mlp(sizes: list[int], act: type[nn.Module] = nn.Tanh) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for i in range(len(sizes) - 1):
-        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
-        if i < len(sizes) - 2:
-            layers.append(act())
-    return nn.Sequential(*layers)
-
-
 def privacy_aware_penalty(
     logits: torch.Tensor,
     teacher: torch.Tensor,
@@ -68,8 +61,8 @@ def privacy_aware_penalty(
 ) -> torch.Tensor:
     """Eq. 16 averaged over the batch: ``‖π_θ(s) − π^t‖₂ · 1[‖·‖ > α_λ(k)]``, zero where no answer was given.
 
-    The distance is un-squared L2 between probability vectors (notes P10); ``α_λ`` uses the k each answer was drawn at
-    (P11); a 1e-12 inside the square root keeps the gradient finite at distance 0.
+    The distance is un-squared L2 between probability vectors (eq. 15); ``α_λ`` uses the k each answer was drawn at
+    (k is public, stored per transition); a 1e-12 inside the square root keeps the gradient finite at distance 0.
     """
     p = torch.softmax(logits, dim=-1)
     dist = torch.sqrt(((p - teacher) ** 2).sum(-1) + 1e-12)
@@ -116,8 +109,8 @@ class KickstartedPPO:
         self.n_actions = int(env.action_space.n)
         torch.manual_seed(self.cfg.seed)
         self.np_rng = np.random.default_rng(self.cfg.seed)
-        self.pi = mlp([obs_dim, *self.cfg.hidden, self.n_actions])
-        self.v = mlp([obs_dim, *self.cfg.hidden, 1])
+        self.pi = mlp(obs_dim, self.cfg.hidden, self.n_actions, act=nn.Tanh)
+        self.v = mlp(obs_dim, self.cfg.hidden, 1, act=nn.Tanh)
         self.pi_opt = torch.optim.Adam(self.pi.parameters(), lr=self.cfg.pi_lr)
         self.v_opt = torch.optim.Adam(self.v.parameters(), lr=self.cfg.vf_lr)
         self.obs_dim = obs_dim
@@ -235,19 +228,11 @@ class KickstartedPPO:
     @torch.no_grad()
     def evaluate(self, env: Any, episodes: int = 5, seed: int = 10_000, greedy: bool = False) -> float:
         """Mean return of ``episodes`` fresh episodes (sampled actions unless ``greedy``)."""
-        out = []
-        for i in range(episodes):
-            o, _ = env.reset(seed=seed + i)
-            done, total, steps = False, 0.0, 0
-            while not done and steps < self.cfg.max_ep_len:
-                logits = self.pi(torch.as_tensor(o, dtype=torch.float32).reshape(1, -1))[0]
-                a = int(logits.argmax()) if greedy else int(torch.multinomial(torch.softmax(logits, -1), 1))
-                o, r, term, trunc, _ = env.step(a)
-                total += float(r)
-                steps += 1
-                done = term or trunc
-            out.append(total)
-        return float(np.mean(out))
+        def act(obs: np.ndarray) -> list[int]:
+            logits = self.pi(torch.as_tensor(obs, dtype=torch.float32).reshape(1, -1))[0]
+            return [int(logits.argmax()) if greedy else int(torch.multinomial(torch.softmax(logits, -1), 1))]
+
+        return float(evaluate_policy(env, act, range(seed, seed + episodes), max_steps=self.cfg.max_ep_len).mean())
 
     def config_dict(self) -> dict[str, Any]:
         d = asdict(self.cfg)

@@ -1,10 +1,12 @@
 """The private teacher: answers student queries with the Dirichlet mechanism and keeps its own query ledger
-(Gohari et al. 2021, Sec. 4 Remark and Sec. 5; notes Alg. G/G').
+(Gohari et al. 2021, "Privacy-Preserving Kickstarting Deep Reinforcement Learning with Privacy-Aware Learners",
+Sec. 4 Remark and Sec. 5).
 
 Budget rule [PAPER]: basic sequential composition over answered queries; the concentration k is multiplied by the
 vanishing coefficient ``c`` at the start of every roll-out trajectory (``k_j = k0·c^j``); once an answer would push
 the spent (ε, δ) over the budget, the teacher goes silent for good. Silence is ``None`` (no penalty for that step),
-never a Dirichlet sample at tiny k, which is a teacher action sample and leaks (notes P4).
+never a Dirichlet sample at tiny k, which is a teacher action sample and leaks (as k → 0,
+Dir(kπ) tends to a one-hot vector drawn from π).
 
 The :class:`QueryLedger` is a :class:`~privsynth.privacy.ledger.Ledger` whose privacy unit is one *query
 observation* under L2 b-adjacency. It is a different guarantee from a dataset ledger (one transition / trajectory
@@ -108,7 +110,7 @@ class QueryLedger(Ledger):
 
 @dataclass
 class TeacherConfig:
-    """Teacher-side knobs (paper Sec. 5 values where given; notes Appendix A)."""
+    """Teacher-side knobs (paper Sec. 5 values where given, [GUESS] elsewhere)."""
 
     k0: float = 5.0  # initial Dirichlet concentration [PAPER]
     c: float = 0.9  # vanishing coefficient, k <- c·k per trajectory [PAPER: 0.1 ... 0.9]
@@ -121,7 +123,7 @@ class TeacherConfig:
 
 
 class PrivateTeacher:
-    """Answers ``query(obs)`` with ``Dir_k(restrict(π_T(obs)))`` or ``None`` when silent (notes Alg. G).
+    """Answers ``query(obs)`` with ``Dir_k(restrict(π_T(obs)))`` or ``None`` when silent (paper Sec. 4 Remark).
 
     ``policy`` maps a float32 observation batch [B, d] to logits [B, m] (a torch module or any callable).
     ``noise``: where the Dirichlet samples come from: OS entropy by default; ``NoiseSource.reproducible(seed)``
@@ -144,7 +146,7 @@ class PrivateTeacher:
             raise PrivacyError("a private teacher needs a DirichletMechanism")
         self.mech = mechanism
         self.source = as_noise_source(noise)
-        self.rng = self.source.numpy_rng()  # the privacy-noise RNG, separate from policy sampling (notes P15)
+        self.rng = self.source.numpy_rng()  # the privacy-noise RNG, separate from policy sampling
         self.ledger = QueryLedger(
             b=mechanism.b if mechanism is not None else 0.0,
             eps_budget=self.cfg.eps_budget,

@@ -1,4 +1,5 @@
-"""Pendulum-v1 offline data for PriMORL, generated locally (paper App. D used DDPG replay data; notes section 7.4).
+"""Pendulum-v1 offline data for PriMORL, generated locally (a documented deviation: paper App. D used DDPG replay
+data).
 
 A vectorised NumPy copy of gymnasium's ``Pendulum-v1`` dynamics steps thousands of episodes at once (a Python loop
 over gymnasium envs would take minutes); ``tests/test_primorl_data.py`` checks it against gymnasium step by step.

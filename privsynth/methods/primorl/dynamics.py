@@ -3,13 +3,14 @@
 Each trajectory plays the role of a DP-FedAvg user (McMahan et al. 2018). One round:
 
 1. Poisson sampling: every trajectory is included independently with probability q (never fixed-size batches;
-   an empty round still adds noise, pitfall P1).
+   an empty round still adds noise, as Alg. 1 and the accountant assume).
 2. For every sampled trajectory, the whole ensemble is cloned and trained locally on that trajectory only
    (E local epochs, minibatches of B transitions, a fresh optimiser per clone), projecting the clone back onto the
    clip ball after every local step (DP-FedAvg UserUpdate, Alg. 2 line 11).
 3. Ensemble clipping (Alg. 3): each member's delta to C/√N ("flat") or each member's parameter tensor to C/√(N·L)
    ("per_layer"), so one trajectory's whole-ensemble delta has L2 norm ≤ C.
-4. The clipped deltas are summed, divided by the *expected* batch size qK (pitfall P2), and ONE Gaussian vector of
+4. The clipped deltas are summed, divided by the *expected* batch size qK (not |U_t|: the sensitivity
+   bound of McMahan et al.'s Theorem 1 needs the fixed denominator), and ONE Gaussian vector of
    std z·C/(qK) is added to the concatenated ensemble update.
 
 Accounting: one round is the Poisson-subsampled Gaussian mechanism with noise multiplier z on a sum of sensitivity C
@@ -22,7 +23,8 @@ all sampled trajectories are vectorised by holding every clone in a leading batc
 the summed loss has per-clone gradients because each clone's loss depends only on its own weights, so one
 ``autograd.grad`` gives all of them (no Python loop over trajectories).
 
-Normalisation uses only public scales (env bounds / physics), never statistics of the sensitive data (pitfall P6).
+Normalisation uses only public scales (env bounds / physics), never statistics of the sensitive data (a
+fitted statistic would escape the post-processing argument of the paper's Theorem 4.5).
 """
 from __future__ import annotations
 
@@ -56,7 +58,7 @@ class EnsembleConfig:
 
     members: int = 3  # N (Table 7: 3 Pendulum, 5 CartPole, 7 HalfCheetah)
     hidden: tuple[int, ...] = (64, 64)  # 2 x 64 Swish for Pendulum
-    weight_decay: tuple[float, ...] = (2.5e-5, 5e-5, 1e-4)  # per linear layer, MOPO-style [GUESS, notes 2.3]
+    weight_decay: tuple[float, ...] = (2.5e-5, 5e-5, 1e-4)  # per linear layer, MOPO-style [GUESS: paper Table 7 gives none]
     max_logvar_init: float = 0.5  # soft bounds of the log-variance (MOPO)
     min_logvar_init: float = -10.0
     logvar_bound_coef: float = 0.01
@@ -66,7 +68,7 @@ class GaussianEnsemble(torch.nn.Module):
     """N Gaussian models p(Δs, r | s, a) = N(μ_i, diag σ_i²) with per-member weights stored as [N, ...] tensors.
 
     Inputs and targets are scaled by fixed public scales (``in_scale``, ``out_scale`` buffers). Every trainable tensor
-    (including the per-member log-variance bounds, pitfall P4) has the member index first, so ensemble clipping
+    (including the per-member log-variance bounds, which would otherwise escape the clip) has the member index first, so ensemble clipping
     covers each exactly once. :meth:`forward_params` also accepts clones with an extra leading dimension [P, N, ...].
     """
 
@@ -82,7 +84,7 @@ class GaussianEnsemble(torch.nn.Module):
         g = torch.Generator().manual_seed(seed)
         n = cfg.members
         for j, (i, o) in enumerate(zip(dims[:-1], dims[1:])):
-            w = torch.randn(n, i, o, generator=g) / math.sqrt(i)  # independent inits = ensemble diversity (P9)
+            w = torch.randn(n, i, o, generator=g) / math.sqrt(i)  # independent inits = ensemble diversity (members see the same data)
             self.register_parameter(f"w{j}", torch.nn.Parameter(w))
             self.register_parameter(f"b{j}", torch.nn.Parameter(torch.zeros(n, 1, o)))
         self.n_layers = len(dims) - 1
@@ -210,7 +212,7 @@ class TDPConfig:
     local_epochs: int = 1  # E
     local_batch: int = 64  # B; paper 16 (13 local steps), 64 gives 4 steps per round: 3x cheaper on CPU, still DP
     local_lr: float = 3e-3  # η (paper 1e-3 with 13 local steps; 3e-3 with our 4 larger-batch steps)
-    local_optimizer: str = "adam"  # fresh state per clone (notes 2.1); "sgd" is the pseudocode's choice
+    local_optimizer: str = "adam"  # fresh state per clone; "sgd" is the pseudocode's choice
     server_lr: float = 1.0  # applied to the noised aggregate (post-processing)
     eval_every: int = 50  # rounds between evaluations on the PUBLIC data (model selection only)
     seed: int = 0  # non-private randomness only: the clones' local minibatch orders
@@ -251,7 +253,7 @@ def local_updates(model: GaussianEnsemble, data: TrajectoryTensors, idx: torch.T
     """Clipped local deltas of the sampled trajectories ``idx``: tensors [P, N, ...] (Alg. 2 lines 4-12).
 
     Each clone p trains on trajectory idx[p] only; members get independent minibatch orders (data-independent
-    randomness, P9); the clone is projected onto the ensemble clip ball after every local step."""
+    randomness); the clone is projected onto the ensemble clip ball after every local step."""
     start = {k: v.detach() for k, v in model.params().items()}
     n_clones, n = len(idx), model.cfg.members
     theta = {k: v.unsqueeze(0).expand(n_clones, *v.shape).clone() for k, v in start.items()}
@@ -324,7 +326,7 @@ def train_tdp_ensemble(sensitive: TrajectoryTensors, model: GaussianEnsemble, cf
     source = NoiseSource() if cfg.noise_seed is None else NoiseSource.reproducible(cfg.noise_seed)
     mask_gen, noise_gen = source.torch_generator(), source.torch_generator()
     gen = torch.Generator().manual_seed(cfg.seed)
-    expected = cfg.sample_rate * k  # fixed denominator qK (P2)
+    expected = cfg.sample_rate * k  # fixed denominator qK (see the module docstring, step 4)
     sigma = z * cfg.clip_norm / expected
     best, best_score, history = None, math.inf, []
     for t in tqdm(range(cfg.rounds), disable=not progress, desc="TDP ensemble rounds"):

@@ -4,10 +4,10 @@ Built from the private ensemble only: a step picks one member uniformly per samp
 Gaussian; the reward is penalised by λ·u(s, a) with u computed from all members (Theorem 4.5: a data-independent
 function of the private model, so post-processing):
 
-* ``mpd`` (MOReL): u = max over member pairs i, j of ‖μ_i − μ_j‖₂ (the true pairwise maximum, pitfall P8);
+* ``mpd`` (MOReL): u = max over member pairs i, j of ‖μ_i − μ_j‖₂ (the true pairwise maximum, not the distance to the ensemble mean);
 * ``ma`` (MOPO): u = max over members of ‖σ_i‖₂ (the norm of the predicted std, not the variance).
 
-Rollouts never start from sensitive states (pitfall P6b): start states come from ρ0, sampled with the
+Rollouts never start from sensitive states (which would escape Theorem 4.5's post-processing): start states come from ρ0, sampled with the
 environment's own ``reset()`` (the initial-state distribution is public: it is part of the environment, not of the
 data), and from states the model itself produced in earlier rollouts (post-processing). Observations are clipped to
 the environment's public observation bounds.
@@ -71,7 +71,7 @@ class PessimisticMDP:
         self.act_low = torch.as_tensor(act_low, dtype=torch.float32)
         self.act_high = torch.as_tensor(act_high, dtype=torch.float32)
         self.pessimism = pessimism
-        self.termination_fn = termination_fn  # None: never terminates (Pendulum, DMC cartpole; pitfall P11)
+        self.termination_fn = termination_fn  # None: never terminates (Pendulum, DMC cartpole: SAC bootstraps through truncation)
         uncertainty(torch.zeros(2, 1, 1), torch.zeros(2, 1, 1), pessimism.penalty)  # validate the name early
 
     @classmethod

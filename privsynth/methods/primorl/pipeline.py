@@ -3,8 +3,8 @@
 * :func:`run_primorl`: sensitive dataset -> private ensemble (Alg. 1, accounted on a trajectory-unit ledger) ->
   pessimistic MDP -> SAC policy. The policy is (ε, δ)-TDP by post-processing (Theorem 4.5).
 * :func:`generate_trajectories` + :func:`release_synthetic`: the private model as a DP trajectory generator; its
-  rollouts from ρ0 under data-independent policies are a synthetic dataset with the same (ε, δ) (notes section 8,
-  role 2), written as a Minari dataset through the release guard with the privacy card attached.
+  rollouts from ρ0 under data-independent policies are a synthetic dataset with the same (ε, δ) (post-processing of
+  the private model, Theorem 4.5), written as a Minari dataset through the release guard with the privacy card attached.
 * :func:`run_on_synthetic`: the same pipeline as a consumer of DP synthetic data: the ensemble is fitted without
   clipping or noise (post-processing of already-private data), the ledger is the synthetic dataset's.
 
@@ -40,9 +40,10 @@ from privsynth.methods.primorl.pessimistic_mdp import PessimismConfig, Pessimist
 from privsynth.methods.primorl.sac import SACConfig, SACPolicy, SACResult, train_sac_in_model
 from privsynth.privacy.guard import guarded_write
 from privsynth.privacy.ledger import Ledger
+from privsynth.rl.evaluate import evaluate_policy
 
 __all__ = ["PriMORLConfig", "PriMORLRun", "run_primorl", "run_mopo_reference", "run_on_synthetic",
-           "generate_trajectories", "release_synthetic", "evaluate_policy", "build_model", "public_env_info",
+           "generate_trajectories", "release_synthetic", "true_return", "build_model", "public_env_info",
            "public_rollouts", "train_outputs", "generate_outputs"]
 
 # DatasetInfo fields that are facts about the (public) environment, not about the data
@@ -105,20 +106,13 @@ def build_model(info: DatasetInfo, public: OfflineDataset, cfg: EnsembleConfig, 
     return GaussianEnsemble(public.obs_dim, public.act_dim, cfg, in_scale=in_scale, out_scale=out_scale, seed=seed)
 
 
-def evaluate_policy(policy: SACPolicy, info: DatasetInfo, episodes: int = 5, seed: int = 10_000) -> float:
+def true_return(policy: SACPolicy, info: DatasetInfo, episodes: int = 5, seed: int = 10_000) -> float:
     """Mean undiscounted return of the deterministic policy in the TRUE environment (reporting only)."""
     env = make_env(info)
-    rets = []
-    for e in range(episodes):
-        obs, _ = env.reset(seed=seed + e)
-        done, ret = False, 0.0
-        while not done:
-            obs, r, term, trunc, _ = env.step(policy.act(obs))
-            ret += float(r)
-            done = term or trunc
-        rets.append(ret)
-    env.close()
-    return float(np.mean(rets))
+    try:
+        return float(evaluate_policy(env, policy.act, range(seed, seed + episodes)).mean())
+    finally:
+        env.close()
 
 
 def _policy_stage(model: GaussianEnsemble, info: DatasetInfo, cfg: PriMORLConfig, progress: bool) -> tuple[PessimisticMDP, SACResult]:
@@ -127,7 +121,7 @@ def _policy_stage(model: GaussianEnsemble, info: DatasetInfo, cfg: PriMORLConfig
     sac_cfg = dataclasses.replace(cfg.sac, seed=cfg.seed)
     env_info = DatasetInfo(name=info.name, env_id=info.env_id, env_kwargs=dict(info.env_kwargs), obs_keys=info.obs_keys)
     result = train_sac_in_model(mdp, sac_cfg, progress=progress,
-                                evaluate=lambda pi: evaluate_policy(pi, env_info, cfg.eval_episodes, seed=10_000 + cfg.seed))
+                                evaluate=lambda pi: true_return(pi, env_info, cfg.eval_episodes, seed=10_000 + cfg.seed))
     return mdp, result
 
 

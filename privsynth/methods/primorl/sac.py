@@ -1,29 +1,26 @@
 """Soft actor-critic trained only on rollouts of the pessimistic private model (PriMORL Algorithm 4).
 
 :func:`train_sac_in_model` accepts a :class:`~privsynth.methods.primorl.pessimistic_mdp.PessimisticMDP` and nothing
-else: it has no parameter through which a dataset could arrive (real-data ratio 0, no dataset start states,
-pitfall P6), and it refuses any other object. The optional ``evaluate`` callback (true-environment return) is for
-reporting only: its value never feeds back into training or checkpoint choice (pitfall P6e).
+else: it has no parameter through which a dataset could arrive (real-data ratio 0, no dataset start states, as the
+post-processing argument of the paper's Theorem 4.5 requires), and it refuses any other object. The optional
+``evaluate`` callback (true-environment return) is for reporting only: its value never feeds back into training or checkpoint choice.
 
-Own implementation (about 150 lines) rather than a library agent: the evaluation package's agents train on datasets,
-and methods may not import evaluation; a model-rollout buffer with ρ0 / model-state branching is specific to here.
+The SAC update is the project's one SAC (:class:`privsynth.rl.sac.SAC`, also behind the locomotion behaviour
+policies); what is specific to here is the model-rollout buffer with ρ0 / model-state branching and the loop below.
 Defaults follow the paper (lr 3e-4, auto-α, target entropy −3, H = 30 for Pendulum) and the MOPO code it builds on
 (γ 0.99, τ 0.005, batch 256); network width, epochs and rollout batch are scaled down for CPU (see docs/primorl.md).
 """
 from __future__ import annotations
 
-import copy
-import math
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from privsynth.methods.primorl.pessimistic_mdp import PessimisticMDP
+from privsynth.rl.sac import SAC, SquashedGaussianActor
 
 __all__ = ["SACConfig", "SACPolicy", "SACResult", "train_sac_in_model"]
 
@@ -35,7 +32,7 @@ class SACConfig:
     gamma: float = 0.99
     tau: float = 0.005
     batch: int = 256
-    target_entropy: float = -3.0  # Table 8 / MOPO default (pitfall P15: non-standard for 1-D actions, kept)
+    target_entropy: float = -3.0  # Table 8 / MOPO default (non-standard for 1-D actions, where SAC uses −|A|; kept)
     epochs: int = 40  # MOPO code: 200 x 1000 updates; scaled down
     steps_per_epoch: int = 250
     horizon: int = 30  # H (Table 8: 30 for Pendulum)
@@ -45,40 +42,7 @@ class SACConfig:
     seed: int = 0
 
 
-def _mlp(i: int, o: int, hidden: tuple[int, ...]) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for h in hidden:
-        layers += [nn.Linear(i, h), nn.ReLU()]
-        i = h
-    return nn.Sequential(*layers, nn.Linear(i, o))
-
-
-class SACPolicy(nn.Module):
-    """Tanh-squashed Gaussian actor scaled to the action box."""
-
-    def __init__(self, obs_dim: int, act_dim: int, act_low: torch.Tensor, act_high: torch.Tensor,
-                 hidden: tuple[int, ...] = (128, 128)) -> None:
-        super().__init__()
-        self.net = _mlp(obs_dim, 2 * act_dim, hidden)
-        self.register_buffer("act_mid", (act_high + act_low) / 2)
-        self.register_buffer("act_half", (act_high - act_low) / 2)
-
-    def sample(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        mean, log_std = self.net(obs).chunk(2, -1)
-        std = log_std.clamp(-5, 2).exp()
-        pre = mean + std * torch.randn(mean.shape, generator=generator)
-        a = torch.tanh(pre)
-        logp = (-0.5 * ((pre - mean) / std) ** 2 - std.log() - 0.5 * math.log(2 * math.pi)).sum(-1)
-        logp = logp - (2 * (math.log(2) - pre - F.softplus(-2 * pre))).sum(-1)
-        return self.act_mid + self.act_half * a, logp
-
-    @torch.no_grad()
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = True) -> np.ndarray:
-        o = torch.as_tensor(np.asarray(obs, dtype=np.float32))
-        if deterministic:
-            mean, _ = self.net(o).chunk(2, -1)
-            return (self.act_mid + self.act_half * torch.tanh(mean)).numpy()
-        return self.sample(o)[0].numpy()
+SACPolicy = SquashedGaussianActor  # ``SACPolicy(obs_dim, act_dim, act_low, act_high, hidden)``
 
 
 class _Buffer:
@@ -119,13 +83,9 @@ def train_sac_in_model(mdp: PessimisticMDP, cfg: SACConfig = SACConfig(), *,
     g = torch.Generator().manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     od, ad = mdp.obs_dim, mdp.act_dim
-    actor = SACPolicy(od, ad, mdp.act_low, mdp.act_high, cfg.hidden)
-    q1, q2 = _mlp(od + ad, 1, cfg.hidden), _mlp(od + ad, 1, cfg.hidden)
-    q1_t, q2_t = copy.deepcopy(q1), copy.deepcopy(q2)
-    log_alpha = torch.zeros(1, requires_grad=True)
-    opt_a = torch.optim.Adam(actor.parameters(), lr=cfg.lr)
-    opt_q = torch.optim.Adam([*q1.parameters(), *q2.parameters()], lr=cfg.lr)
-    opt_al = torch.optim.Adam([log_alpha], lr=cfg.lr)
+    sac = SAC(od, ad, hidden=cfg.hidden, lr=cfg.lr, gamma=cfg.gamma, tau=cfg.tau, target_entropy=cfg.target_entropy,
+              act_low=mdp.act_low, act_high=mdp.act_high)
+    actor = sac.actor
     buf = _Buffer(cfg.retain_epochs * cfg.rollout_batch * cfg.horizon, od, ad)
     history: list[dict[str, float]] = []
     for epoch in tqdm(range(cfg.epochs), disable=not progress, desc="SAC in the private model"):
@@ -149,26 +109,9 @@ def train_sac_in_model(mdp: PessimisticMDP, cfg: SACConfig = SACConfig(), *,
         # updates
         for _ in range(cfg.steps_per_epoch):
             b = buf.sample(cfg.batch, g)
-            alpha = log_alpha.exp().detach()
-            with torch.no_grad():
-                a2, logp2 = actor.sample(b["next"], g)
-                x2 = torch.cat([b["next"], a2], -1)
-                target = b["rew"] + cfg.gamma * (1 - b["done"]) * (torch.min(q1_t(x2), q2_t(x2)) - alpha * logp2[:, None])
-            x = torch.cat([b["obs"], b["act"]], -1)
-            loss_q = F.mse_loss(q1(x), target) + F.mse_loss(q2(x), target)
-            opt_q.zero_grad(), loss_q.backward(), opt_q.step()
-            a, logp = actor.sample(b["obs"], g)
-            xa = torch.cat([b["obs"], a], -1)
-            loss_a = (alpha * logp - torch.min(q1(xa), q2(xa)).squeeze(-1)).mean()
-            opt_a.zero_grad(), loss_a.backward(), opt_a.step()
-            loss_al = -(log_alpha * (logp.detach() + cfg.target_entropy)).mean()
-            opt_al.zero_grad(), loss_al.backward(), opt_al.step()
-            with torch.no_grad():
-                for net, tgt in ((q1, q1_t), (q2, q2_t)):
-                    for p, pt in zip(net.parameters(), tgt.parameters()):
-                        pt.mul_(1 - cfg.tau).add_(cfg.tau * p)
+            stats = sac.update((b["obs"], b["act"], b["rew"], b["next"], b["done"]), g)
         rec = {"epoch": epoch + 1, "model_reward_penalised": float(np.mean(pen)), "mean_u": float(np.mean(raw)),
-               "alpha": float(log_alpha.exp().item()), "q_loss": float(loss_q.item())}
+               "alpha": float(sac.log_alpha.exp().item()), "q_loss": stats["q_loss"]}
         if evaluate is not None:
             rec["eval_return"] = float(evaluate(actor))  # reporting only
         history.append(rec)

@@ -111,25 +111,8 @@ class BaselineSynthesizer(Synthesizer):
         self._ledger.notes.append(f"native accounting: {NATIVE[self.native_accounting]}")
         return self._ledger
 
-    def card(self) -> dict[str, Any]:
-        """Ledger card plus what the baseline is and how it was configured."""
-        base: dict[str, Any] = {}
-        if self._ledger is not None:
-            base.update(self._ledger.card())
-            base["ledger"] = self._ledger.to_dict()
-        base.update(
-            {
-                "private": self._ledger is not None and self._ledger.private,
-                "synthesizer": self.name,
-                "mechanism": self.mechanism,
-                "native_accounting": NATIVE[self.native_accounting],
-                "public_data": list(self.public_data),
-                "phases": [dict(h) for h in self.history],
-                "config": dataclasses.asdict(self.config),
-                "note": "dataset sizes are treated as public",
-            }
-        )
-        return base
+    def _card_facts(self) -> dict[str, Any]:
+        return {"mechanism": self.mechanism, "native_accounting": NATIVE[self.native_accounting]}
 
     def _to_dataset(self, rows: np.ndarray, name: str | None, extra: dict[str, Any]) -> OfflineDataset:
         if self.template is None or self.obs_dim is None:
@@ -150,22 +133,14 @@ class BaselineSynthesizer(Synthesizer):
 
     # ------------------------------------------------------------------------------------------ persistence
     def _base_state(self) -> dict[str, Any]:
-        return {
-            "synthesizer": self.name,
-            "config": dataclasses.asdict(self.config),
-            "dims": [self.obs_dim, self.act_dim],
-            "template": self.template.to_dict() if self.template else None,
-            "public_data": self.public_data,
-            "ledger": self._ledger.to_dict() if self._ledger is not None else None,
-            "history": self.history,
-        }
+        return {"synthesizer": self.name, **super()._base_state(),
+                "ledger": self._ledger.to_dict() if self._ledger is not None else None}
 
     def _restore_base(self, state: dict[str, Any]) -> None:
         self.obs_dim, self.act_dim = state["dims"]
         self.template = DatasetInfo.from_dict(state["template"]) if state.get("template") else None
-        self.public_data = list(state.get("public_data", []))
         self._ledger = Ledger.from_dict(state["ledger"]) if state.get("ledger") else None
-        self.history = list(state.get("history", []))
+        self._restore_records(state)
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
+from privsynth.config_io import config_from_dict
 from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData
 from privsynth.synth.baselines.common import BaselineSynthesizer, as_list, public_matrix, write_json_atomic
@@ -55,7 +56,7 @@ class GridBaseline(BaselineSynthesizer):
         state = json.loads(Path(path).read_text())
         if state.get("synthesizer") != cls.name:
             raise InvalidData(f"{path} is not a {cls.name} checkpoint")
-        synth = cls(cls.config_cls(**state["config"]))
+        synth = cls(config_from_dict(cls.config_cls, state["config"]))
         synth._restore_base(state)
         synth.discretizer = Discretizer.from_dict(state["discretizer"]) if state.get("discretizer") else None
         setattr(synth, cls.state_key, state.get(cls.state_key, []))

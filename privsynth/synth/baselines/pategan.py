@@ -27,6 +27,7 @@ synthcity is blocked on the same Opacus pin.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import time
 from dataclasses import dataclass
@@ -39,12 +40,14 @@ from torch import nn
 
 from privsynth.data.dataset import OfflineDataset
 from privsynth.data.normalize import Normalizer
+from privsynth.config_io import config_from_dict
 from privsynth.errors import InvalidData
+from privsynth.nn import mlp
 from privsynth.privacy import accounting as acc
 from privsynth.privacy.ledger import LedgerEvent
 from privsynth.privacy.noise import NoiseSource
 from privsynth.synth.baselines.common import BaselineSynthesizer, as_list, check_budget_args, public_matrix
-from privsynth.synth.checkpoint import load_weights_only
+from privsynth.synth.checkpoint import atomic_torch_save, load_weights_only
 
 __all__ = ["PATEGANConfig", "PATEGANSynthesizer", "PrePATEGANSynthesizer", "teacher_assignment", "teacher_parts"]
 
@@ -97,13 +100,8 @@ class PATEGANConfig:
 
 
 def _mlp(d_in: int, units: int, layers: int, d_out: int) -> nn.Sequential:
-    mods: list[nn.Module] = []
-    d = d_in
-    for _ in range(layers):
-        mods += [nn.Linear(d, units), nn.LeakyReLU(0.2)]
-        d = units
-    mods.append(nn.Linear(d, d_out))
-    return nn.Sequential(*mods)
+    """``layers`` hidden layers of ``units`` with LeakyReLU(0.2), the PATE-GAN networks' shape."""
+    return mlp(d_in, (units,) * layers, d_out, act=functools.partial(nn.LeakyReLU, 0.2))
 
 
 class PATEGANSynthesizer(BaselineSynthesizer):
@@ -299,20 +297,13 @@ class PATEGANSynthesizer(BaselineSynthesizer):
     # ----------------------------------------------------------------------------------------- save/load
     def save(self, path: str | Path) -> Path:
         """Generator weights, public normaliser, config and ledger in one torch file (written atomically)."""
-        import os
-
-        path = Path(path)
         if self.generator is None:
             raise InvalidData("nothing to save: the synthesizer has no weights yet")
         state = self._base_state()
         state["generator"] = self.generator.state_dict()
         state["discriminator"] = self.discriminator.state_dict() if self.discriminator is not None else None
         state["normalizer"] = self.normalizer.to_dict()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        torch.save(state, tmp)
-        os.replace(tmp, path)
-        return path
+        return atomic_torch_save(state, Path(path))
 
     @classmethod
     def load(cls, path: str | Path) -> "PATEGANSynthesizer":
@@ -320,7 +311,7 @@ class PATEGANSynthesizer(BaselineSynthesizer):
         if state.get("synthesizer") not in ("pategan", "prepategan"):
             raise InvalidData(f"{path} is not a PATE-GAN checkpoint")
         klass = PrePATEGANSynthesizer if state["synthesizer"] == "prepategan" else PATEGANSynthesizer
-        synth = klass(PATEGANConfig(**state["config"]))
+        synth = klass(config_from_dict(PATEGANConfig, state["config"]))
         synth._restore_base(state)
         synth._build()
         synth.generator.load_state_dict(state["generator"])

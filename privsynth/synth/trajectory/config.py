@@ -1,17 +1,18 @@
 """Configuration of the trajectory synthesizers (PrivORL-j and its baselines), with the papers' defaults.
 
 Sources: PrivORL section VI and appendix F-A (GPT-style transformer, 6 layers, 4 heads; 200 DDPM steps), the
-PrivORL-J replication package (anchors notes §1.6: width 256, FF 1024, horizon 32, batch 32 trajectories, 32 fragments
+PrivORL-J replication package (width 256, FF 1024, horizon 32, batch 32 trajectories, 32 fragments
 per trajectory, lr 2e-4, EMA 0.995), and EDM (Karras et al. 2022) for the noise schedule, which we use instead of
 DDPM for consistency with the transition synthesizer (:mod:`privsynth.synth.edm`). :func:`paper_config` is the
 paper's size; :func:`cpu_config` is the CPU default chosen with ``scripts/bench_traj.py`` (docs/trajectories.md).
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from privsynth import config_io
+from privsynth.config_io import config_to_dict
 from privsynth.synth.config import CuriosityConfig, EDMConfig, TrainConfig
 
 __all__ = [
@@ -154,25 +155,10 @@ def tiny_config(backbone: str = "transformer") -> TrajSynthConfig:
 PRESETS = {"paper": paper_config, "cpu": cpu_config, "tiny": tiny_config}
 
 
-def traj_config_to_dict(cfg: TrajSynthConfig) -> dict[str, Any]:
-    return dataclasses.asdict(cfg)
-
-
-def _build(cls: type, data: dict[str, Any]) -> Any:
-    hints = {f.name: f for f in dataclasses.fields(cls)}
-    kwargs: dict[str, Any] = {}
-    for name, value in data.items():
-        if name not in hints:
-            continue
-        default = hints[name].default_factory() if hints[name].default_factory is not dataclasses.MISSING else None  # type: ignore[misc]
-        if dataclasses.is_dataclass(default) and isinstance(value, dict):
-            value = _build(type(default), value)
-        elif isinstance(value, list):
-            value = tuple(value)
-        kwargs[name] = value
-    return cls(**kwargs)
+traj_config_to_dict = config_to_dict
 
 
 def traj_config_from_dict(data: dict[str, Any]) -> TrajSynthConfig:
-    """Inverse of :func:`traj_config_to_dict` (unknown keys ignored, missing keys take defaults)."""
-    return _build(TrajSynthConfig, data)
+    """Inverse of :func:`traj_config_to_dict` (missing keys take defaults; unknown keys raise, see
+    :mod:`privsynth.config_io`)."""
+    return config_io.config_from_dict(TrajSynthConfig, data)

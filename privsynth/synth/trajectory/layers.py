@@ -1,7 +1,7 @@
 """Transformer building blocks made only of ``nn.Linear`` and ``nn.LayerNorm``, so DP-SGD can clip them.
 
 Why our own attention instead of ``nn.MultiheadAttention``/``nn.TransformerEncoder``: Opacus' validator rejects the
-former, ghost clipping fails on the latter (measured, feasibility notes §4), and the privacy core's single-backward
+former, ghost clipping fails on the latter (measured), and the privacy core's single-backward
 book-keeping clipper (:mod:`privsynth.privacy.fastclip`) supports Linear and LayerNorm layers only. Attention here is
 q/k/v/out projections plus a softmax; positions are a learned ``nn.Linear`` over one-hot position codes (the same
 function as an ``nn.Embedding`` table, but a Linear layer, so it is clippable in every mode and needs no per-sample
@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
+
+from privsynth.nn import mlp
 
 __all__ = ["SelfAttention", "Block", "PositionEmbedding", "FourierEmbedding", "mlp2", "per_token"]
 
@@ -108,4 +110,4 @@ class FourierEmbedding(nn.Module):
 
 def mlp2(d_in: int, hidden: int, d_out: int) -> nn.Sequential:
     """Two Linear layers with GELU (PrivORL-J's per-modality embedding and output MLPs)."""
-    return nn.Sequential(nn.Linear(d_in, hidden), nn.GELU(), nn.Linear(hidden, d_out))
+    return mlp(d_in, (hidden,), d_out, act=nn.GELU)

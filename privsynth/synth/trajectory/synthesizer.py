@@ -39,17 +39,17 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
-from privsynth.data.normalize import Normalizer, refuse_sensitive
+from privsynth.data.normalize import Normalizer
 from privsynth.errors import InvalidData, PrivacyError, SpaceMismatch
-from privsynth.synth.checkpoint import atomic_torch_save, read_checkpoint
+from privsynth.synth.checkpoint import read_checkpoint
 from privsynth.synth.base import NetworkSynthesizer, Unit
 from privsynth.synth.curiosity import RND, CuriosityMixer
 from privsynth.synth.ema import EMA
+from privsynth.synth.plain_training import train_plain
 from privsynth.synth.trajectory.config import (
     TrajSynthConfig,
     cpu_config,
     traj_config_from_dict,
-    traj_config_to_dict,
 )
 from privsynth.synth.trajectory.diffusion import FragmentEDM
 from privsynth.synth.trajectory.dp_transformer import ARTransformer
@@ -154,6 +154,9 @@ class TrajectorySynthesizer(NetworkSynthesizer):
     ``sample(n)`` returns ``n`` stitched trajectories (not transitions).
     """
 
+    checkpoint_format = FORMAT
+    card_note = "the number of sensitive trajectories (for the sample rate) is treated as public"
+
     def __init__(
         self, config: TrajSynthConfig | None = None, *, normalizer: Normalizer | None = None, normalizer_event: Any = None
     ) -> None:
@@ -179,15 +182,10 @@ class TrajectorySynthesizer(NetworkSynthesizer):
         self.last_finetune_loss: float | None = None
 
     # ----------------------------------------------------------------------------------------------- layout
-    @property
-    def data_dim(self) -> int:
-        if self.obs_dim is None or self.act_dim is None:
-            raise InvalidData("the synthesizer has not seen any data yet: pre-train it or load a checkpoint")
-        return 2 * self.obs_dim + self.act_dim + 3
+    flag_columns = 2  # terminal and end of trajectory (model rows, see the module docstring)
 
     def _build(self, obs_dim: int, act_dim: int, template: DatasetInfo) -> None:
-        self.obs_dim, self.act_dim = obs_dim, act_dim
-        self.template = dataclasses.replace(template, sensitive=False, privacy_card=None, extra={}, name="template")
+        self._set_layout(obs_dim, act_dim, template)
         cfg = self.config
         torch.manual_seed(cfg.seed)
         if cfg.backbone == "transformer":
@@ -247,12 +245,8 @@ class TrajectorySynthesizer(NetworkSynthesizer):
     # ------------------------------------------------------------------------------------------- pre-training
     def pretrain(self, public: OfflineDataset | Sequence[OfflineDataset], *, progress: bool = True) -> "TrajectorySynthesizer":
         """Curiosity-driven pre-training on public fragments (no DP; PrivORL section VI-B). Fits the normaliser."""
-        datasets = [public] if isinstance(public, OfflineDataset) else list(public)
-        if not datasets:
-            raise InvalidData("pre-training needs at least one public dataset")
+        datasets = self._public_datasets(public)
         for ds in datasets:
-            refuse_sensitive(ds, "pre-train a synthesizer")
-            datasets[0].check_compatible(ds)
             self._check(ds)
         if self.normalizer is None:
             self.normalizer = Normalizer.fit_public(datasets)
@@ -277,65 +271,25 @@ class TrajectorySynthesizer(NetworkSynthesizer):
     def _train_plain(self, x: torch.Tensor, c: torch.Tensor, m: torch.Tensor, *, progress: bool) -> None:
         """Non-private pre-training on fragments, with RND curiosity over whole fragments (PrivORL section VI-B)."""
         assert self.model is not None and self.ema is not None
-        cfg, tc = self.config, self.config.pretrain
-        n = x.shape[0]
-        bs = min(tc.batch_size, n)
-        per_epoch = max(1, n // bs)
-        total = max(1, int(round(tc.epochs * per_epoch)))
-        if tc.max_steps is not None:
-            total = min(total, tc.max_steps)
-        opt = torch.optim.AdamW(self.model.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay)
-        self.ema.reset(self.model, decay=tc.ema_decay, every=tc.ema_every)
+        cfg, model = self.config, self.model
         mixer = None
         if cfg.pretrain_curiosity and cfg.curiosity.rate > 0:
             width = x.shape[1] * x.shape[2] + c.shape[1] + m.shape[1]
             rnd = RND(width, cfg.curiosity, seed=cfg.seed + 1)
             mixer = CuriosityMixer(rnd, cfg.curiosity, generator=torch.Generator().manual_seed(cfg.seed + 2))
-        refresh = cfg.curiosity.refresh_every or per_epoch
-        gen = torch.Generator().manual_seed(cfg.seed + 3)
 
-        def draw(k: int) -> torch.Tensor:  # fragments of the current model, conditioned on public links
-            cond = c[torch.randint(n, (k,), generator=gen)]
-            was = self.model.training
-            self.model.eval()
-            frag = self.model.sample(cond, cfg.horizon, self.data_dim, cfg.curiosity.sample_steps, generator=gen)
-            self.model.train(was)
+        def draw(k: int, gen: torch.Generator) -> torch.Tensor:  # fragments of the current model, public links
+            cond = c[torch.randint(len(c), (k,), generator=gen)]
+            was = model.training
+            model.eval()
+            frag = model.sample(cond, cfg.horizon, self.data_dim, cfg.curiosity.sample_steps, generator=gen)
+            model.train(was)
             return self._flat(frag, cond, torch.ones(k, cfg.horizon, dtype=torch.bool))
 
-        self.model.train()
-        losses: list[float] = []
-        t0 = time.perf_counter()
-        perm = torch.randperm(n, generator=gen)
-        bar = tqdm(total=total, desc=f"pretrain {self.name}", disable=not progress, unit="step", leave=False)
-        for step in range(total):
-            pos = (step % per_epoch) * bs
-            if pos == 0 and step > 0:
-                perm = torch.randperm(n, generator=gen)
-            idx = perm[pos : pos + bs]
-            bx, bc, bm = x[idx], c[idx], m[idx]
-            if mixer is not None:
-                if step > 0 and step % refresh == 0:
-                    mixer.refresh(draw)
-                mixed, _ = mixer.mix(self._flat(bx, bc, bm))
-                bx, bc, bm = self._unflat(mixed)
-            loss = self.model.random_loss(bx, bc, bm).mean()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if tc.grad_clip:
-                nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip)
-            opt.step()
-            self.ema.step(self.model)
-            losses.append(loss.item())
-            bar.update(1)
-            if step % 50 == 0:
-                bar.set_postfix(loss=f"{np.mean(losses[-50:]):.3f}")
-        bar.close()
-        self.history.append({
-            "phase": "pretrain", "private": False, "fragments": n, "steps": total, "batch_size": bs,
-            "epochs": total / per_epoch, "seconds": time.perf_counter() - t0,
-            "curiosity_refreshes": mixer.refreshes if mixer is not None else 0,
-            "final_loss": float(np.mean(losses[-50:])) if losses else None,
-        })
+        stats = train_plain(model, self.ema, self._flat(x, c, m), cfg.pretrain,
+                            loss=lambda v: model.random_loss(*self._unflat(v)).mean(), seed=cfg.seed, mixer=mixer,
+                            draw=draw, refresh_every=cfg.curiosity.refresh_every, progress=progress)
+        self.history.append({"phase": "pretrain", "private": False, "fragments": len(x), **stats})
 
     # ---------------------------------------------------------------------------------------- DP fine-tuning
     def trajectory_cap(self) -> tuple[int, str]:
@@ -474,48 +428,7 @@ class TrajectorySynthesizer(NetworkSynthesizer):
             rows, o, a, episode_ids=res.episode_ids, timeouts=res.timeouts, info=info,
         )
 
-    # ------------------------------------------------------------------------------------------------- the card
-    def card(self) -> dict[str, Any]:
-        """The privacy card: the ledger's card plus how the data was made."""
-        base: dict[str, Any] = {}
-        if self._ledger is not None:
-            base.update(self._ledger.card())
-            base["ledger"] = self._ledger.to_dict()
-        base.update({
-            "private": self._ledger is not None and self._ledger.private,
-            "synthesizer": self.name,
-            "released_weights": "EMA",
-            "public_data": list(self.public_data),
-            "normalizer": self.normalizer.source if self.normalizer is not None else None,
-            "phases": [dict(h) for h in self.history],
-            "sample": dict(self.last_sample_stats),
-            "config": traj_config_to_dict(self.config),
-            "note": "the number of sensitive trajectories (for the sample rate) is treated as public",
-        })
-        return base
-
     # ------------------------------------------------------------------------------------------- persistence
-    def save(self, path: str | Path) -> Path:
-        """Weights (model and EMA), normaliser, config, ledger and history in one file (atomic write)."""
-        if self.model is None or self.ema is None:
-            raise InvalidData("nothing to save: the synthesizer has no weights yet")
-        state = {
-            "format": FORMAT,
-            "config": traj_config_to_dict(self.config),
-            "dims": [self.obs_dim, self.act_dim],
-            "template": self.template.to_dict() if self.template else None,
-            "normalizer": None if self.normalizer is None else self.normalizer.to_dict(),
-            "model": self.model.state_dict(),
-            "ema": self.ema.shadow.state_dict(),
-            "ledger": self._ledger.to_json() if self._ledger is not None else None,
-            "public_data": self.public_data,
-            "history": self.history,
-            "normalizer_event": self.normalizer_event.to_dict() if self.normalizer_event is not None else None,
-        }
-        path = Path(path)
-        atomic_torch_save(state, path)
-        return path
-
     @classmethod
     def load(cls, path: str | Path) -> "TrajectorySynthesizer":
         state = read_checkpoint(path, FORMAT, "trajectory-synthesizer")
