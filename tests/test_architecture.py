@@ -23,8 +23,6 @@ LONG_REASON = "Why this module is long:"
 # Design circles (through deferred imports) known today, each as the set of its modules. Entries are removed as the
 # refactors that own them land (test_allowed_cycles_still_exist fails on a stale entry); a new circle fails.
 ALLOWED_CYCLES: set[frozenset[str]] = {
-    # being removed by the methods refactor (offline.py imports experiments.steps_to_threshold inside a function)
-    frozenset({"privsynth.methods.kickstart.experiments", "privsynth.methods.kickstart.offline"}),
     # in privsynth/data/, left to the data refactor (minari_io split): OfflineDataset.from_pandas imports
     # data.tabular, which imports data.minari_io, which imports data.envs; all of them import data.dataset
     frozenset({"privsynth.data.dataset", "privsynth.data.envs", "privsynth.data.minari_io", "privsynth.data.tabular"}),
