@@ -62,9 +62,9 @@ REGISTRY: dict[str, Entry] = {
               tiny={"n_rounds": 5, "steps": 30, "batch_size": 16, "eval_episodes": 2, "accountant": "rdp"}),
         Entry("kickstart", "DP synthetic release -> BC teacher -> privacy-aware kickstarted PPO", "transition",
               f"{_A}.kickstart:KickstartMethod",
-              tiny={"synthesizer_preset": "tiny", "bc_epochs": 2,
-                    "student": {"epochs": 1, "steps_per_epoch": 200, "train_pi_iters": 2, "train_v_iters": 2,
-                                "max_ep_len": 200},
+              tiny={"synthesizer_preset": "tiny", "bc_epochs": 2, "n_synthetic": 2000, "public_episodes": 3,
+                    "kick": {"student": {"epochs": 1, "steps_per_epoch": 200, "train_pi_iters": 2,
+                                         "train_v_iters": 2, "max_ep_len": 200}},
                     "eval_episodes": 1}),
     )
 }

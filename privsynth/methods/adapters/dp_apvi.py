@@ -92,10 +92,11 @@ class DPAPVIMethod(MethodAdapter):
                       metrics=metrics)
 
 
-def example_dataset(episodes: int = 200, env: TabularEnvConfig | None = None, seed: int = 0) -> OfflineDataset:
+def example_dataset(episodes: int = 200, env: TabularEnvConfig | dict | None = None,
+                    seed: int = 0) -> OfflineDataset:
     """Sensitive trajectories of the public MDP's behaviour policy (½π* + ½ uniform on the gridworld, uniform on
     the random MDP), from data seed ``seed``."""
-    env = env or TabularEnvConfig()
+    env = TabularEnvConfig(**env) if isinstance(env, dict) else env or TabularEnvConfig()
     mdp, mu = make_tabular_source(env.kind, H=env.H, seed=env.seed)
     traj = mdp.sample(mu, episodes, np.random.default_rng([seed, 0]))
     return traj.to_offline_dataset(name=f"{mdp.name}-behaviour", sensitive=True)

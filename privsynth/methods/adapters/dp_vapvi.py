@@ -69,9 +69,10 @@ class DPVAPVIMethod(MethodAdapter):
         return finish(ledger, cfg.epsilon, settings=settings, policy=TabularPolicy(result.policy), metrics=metrics)
 
 
-def example_dataset(episodes: int = 100, env: LinearEnvConfig | None = None, seed: int = 0) -> OfflineDataset:
+def example_dataset(episodes: int = 100, env: LinearEnvConfig | dict | None = None,
+                    seed: int = 0) -> OfflineDataset:
     """Sensitive trajectories of the paper's behaviour policy (action 0 w.p. 0.6) in the public linear MDP."""
-    env = env or LinearEnvConfig()
+    env = LinearEnvConfig(**env) if isinstance(env, dict) else env or LinearEnvConfig()
     mdp = public_linear_mdp(env)
     H, S, A = mdp.tabular.shape
     traj = mdp.sample(behaviour_policy(H, S, A), episodes, np.random.default_rng([seed, 0]))
