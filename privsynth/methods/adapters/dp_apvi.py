@@ -88,7 +88,7 @@ class DPAPVIMethod(MethodAdapter):
         metrics = {"gap": mdp.gap(result.policy), "value": mdp.policy_value(result.policy), "v_star": v_star,
                    "noise_scale": release.noise_scale, "threshold_E": release.threshold}
         settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "noise_seed"}
-        return finish(ledger, cfg.epsilon, settings=settings, policy=TabularPolicy(result.policy), dataset=dataset,
+        return finish(ledger, cfg.epsilon, settings=settings, policy=TabularPolicy(result.policy, result.Q), dataset=dataset,
                       metrics=metrics)
 
 

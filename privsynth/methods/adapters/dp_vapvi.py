@@ -66,7 +66,7 @@ class DPVAPVIMethod(MethodAdapter):
         metrics = {"gap": mdp.gap(result.policy), "value": mdp.tabular.policy_value(result.policy),
                    "v_star": mdp.tabular.optimal()[0], "rho": rho}
         settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "noise_seed"}
-        return finish(ledger, cfg.epsilon, settings=settings, policy=TabularPolicy(result.policy), metrics=metrics)
+        return finish(ledger, cfg.epsilon, settings=settings, policy=TabularPolicy(result.policy, result.Q), metrics=metrics)
 
 
 def example_dataset(episodes: int = 100, env: LinearEnvConfig | dict | None = None,

@@ -77,7 +77,11 @@ class KickstartMethod(MethodAdapter):
         env_id = sensitive.info.env_id or cfg.kick.env_id
         if cfg.variant not in CONFIGS:
             raise InvalidData(f"kickstart: unknown variant '{cfg.variant}': choose one of {', '.join(CONFIGS)}")
-        n_actions = int(make_env(env_id).action_space.n)
+        env = make_env(env_id)
+        n_actions, obs_dim = int(env.action_space.n), int(np.prod(env.observation_space.shape))
+        if sensitive.obs_dim != obs_dim or sensitive.act_dim != 1:
+            raise InvalidData(f"kickstart on {env_id} reads {obs_dim}-d observations and one action-index column; "
+                              f"dataset '{sensitive.info.name}' has {sensitive.obs_dim} and {sensitive.act_dim}")
         synth = synths.make(cfg.synthesizer, preset=cfg.synthesizer_preset)
         if hasattr(synth.config, "noise_seed"):
             synth.config.noise_seed = cfg.noise_seed

@@ -23,9 +23,11 @@ __all__ = ["TabularPolicy", "trajectories_view", "rho_for_budget"]
 
 @dataclass
 class TabularPolicy:
-    """A deterministic non-stationary policy ``pi[h, s]``; ``act([state, h])`` (or a batch of them) -> action."""
+    """A deterministic non-stationary policy ``pi[h, s]``; ``act([state, h])`` (or a batch of them) -> action.
+    ``Q[h, s, a]`` is the pessimistic Q it is greedy in (a DP output too)."""
 
     pi: np.ndarray
+    Q: np.ndarray | None = None
 
     def act(self, obs: Any) -> np.ndarray:
         o = np.asarray(obs)
