@@ -115,12 +115,12 @@ class KickstartMethod(MethodAdapter):
 
 
 def example_dataset(episodes: int = 10, env_id: str = "Acrobot-v1", seed: int = 1000) -> OfflineDataset:
-    """Sensitive Acrobot episodes of an energy-pumping behaviour (torque along the first joint's velocity, sampled
-    from a softmax so every action occurs)."""
+    """Sensitive Acrobot episodes of an energy-pumping behaviour (torque along the second joint's velocity, about
+    -85 per episode when greedy; sampled from a softmax so every action occurs)."""
     def pump(x: torch.Tensor) -> torch.Tensor:
         logits = torch.zeros(x.shape[0], 3)
-        logits[:, 2] = 2.0 * torch.sign(x[:, 4])
-        logits[:, 0] = -2.0 * torch.sign(x[:, 4])
+        logits[:, 2] = 2.0 * torch.sign(x[:, 5])
+        logits[:, 0] = -2.0 * torch.sign(x[:, 5])
         return logits
 
     return collect_dataset(make_env(env_id), pump, episodes, seed=seed, env_id=env_id, sensitive=True,
