@@ -162,6 +162,8 @@ def test_an_explicit_overspend_is_refused_before_release():
     ds = _example("dp-vapvi")
     with pytest.raises(BudgetExceeded):
         methods.make("dp-vapvi", preset="tiny", epsilon=1.0, rho=10.0, env={"H": 5, "A": 10}).run(ds)
+    with pytest.raises(BudgetExceeded):  # reproducible noise is not DP, and its ledger must still fit the budget
+        methods.make("dp-vapvi", preset="tiny", epsilon=1.0, rho=10.0, env={"H": 5, "A": 10}, noise_seed=3).run(ds)
 
 
 def test_registry_names_and_bad_requests():

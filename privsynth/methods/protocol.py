@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from privsynth.data.dataset import OfflineDataset
-from privsynth.errors import InvalidData, PrivacyError
+from privsynth.errors import BudgetExceeded, InvalidData, PrivacyError
 from privsynth.privacy.guard import check_budget
 from privsynth.privacy.ledger import Ledger
 
@@ -110,10 +110,12 @@ def check_budget_request(epsilon: float, delta: float, method: str) -> tuple[flo
 def finish(ledger: Ledger, epsilon: float, *, settings: dict[str, Any], policy: Policy | None = None,
            dataset: OfflineDataset | None = None, metrics: dict[str, float] | None = None) -> MethodResult:
     """The common exit: the guard checks a secure-noise ledger against ``epsilon`` (raises
-    :class:`~privsynth.errors.BudgetExceeded` over budget); a reproducible-noise ledger is returned unchecked, marked
-    not DP on its card, for tests and benchmarks (the guard refuses it wherever it is released)."""
+    :class:`~privsynth.errors.BudgetExceeded` over budget). A reproducible-noise ledger (tests and benchmarks) is
+    returned marked not DP on its card, which the guard refuses wherever it is released; its ε must still fit."""
     if not ledger.reproducible_noise:
         check_budget(ledger, epsilon)
+    elif ledger.epsilon() > epsilon * (1 + 1e-9):
+        raise BudgetExceeded(f"the ledger spends epsilon {ledger.epsilon():.4g}, over the budget of {epsilon:g}")
     card = {**ledger.card(), "settings": settings}
     out = {k: float(v) for k, v in (metrics or {}).items()}
     return MethodResult(ledger=ledger, policy=policy, dataset=dataset, metrics=out, card=card)
