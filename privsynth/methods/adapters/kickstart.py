@@ -60,6 +60,20 @@ class _StudentPolicy:
         return self.pi(o.reshape(-1, o.shape[-1])).argmax(-1).numpy().reshape(o.shape[:-1])
 
 
+@torch.no_grad()
+def _greedy_return(net: torch.nn.Module, env_id: str, episodes: int, seed: int, max_steps: int) -> float:
+    """Mean return of the greedy cloned teacher (reporting: is the DP release good enough to teach?)."""
+    env, out = make_env(env_id), []
+    for i in range(episodes):
+        obs, _ = env.reset(seed=seed + i)
+        total, done, steps = 0.0, False, 0
+        while not done and steps < max_steps:
+            obs, r, term, trunc, _ = env.step(int(net(torch.as_tensor(obs, dtype=torch.float32)[None]).argmax()))
+            total, done, steps = total + float(r), term or trunc, steps + 1
+        out.append(total)
+    return float(np.mean(out))
+
+
 def public_rollouts(env_id: str, episodes: int, seed: int) -> OfflineDataset:
     """Public data: uniform-random rollouts of the environment (no private information)."""
     uniform = lambda x: torch.zeros(x.shape[0], int(make_env(env_id).action_space.n))  # noqa: E731
@@ -103,6 +117,8 @@ class KickstartMethod(MethodAdapter):
         student = KickstartedPPO(make_env(env_id), scfg, teacher=teacher)
         log = student.train()
         metrics = {"return": student.evaluate(make_env(env_id), episodes=cfg.eval_episodes, seed=10_000 + cfg.seed),
+                   "teacher_return": _greedy_return(net, env_id, cfg.eval_episodes, 10_000 + cfg.seed,
+                                                    scfg.max_ep_len),
                    "train_return_last": float(log[-1].ep_return) if log else float("nan"),
                    "teacher_answered": teacher.answered if teacher is not None else 0,
                    "query_epsilon": teacher.ledger.totals()[0] if teacher is not None and teacher.cfg.private else 0.0}
