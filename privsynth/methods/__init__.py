@@ -9,3 +9,5 @@
   :class:`~privsynth.methods.zcdp.ZcdpLedger`, the package ledger with zCDP totals.
 * :mod:`privsynth.methods.apvi_experiments`: the gap-vs-K experiments behind ``privsynth methods dp-vapvi|dp-apvi``.
 """
+
+from privsynth.methods.registry import make, names  # noqa: E402  (the method registry: docs/methods.md)
