@@ -27,7 +27,9 @@ from typing import Any
 
 from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData
-from privsynth.evaluation.runner import CellContext, register_cell, register_dataset_source, save_dataset
+from privsynth.evaluation.bench.context import CellContext
+from privsynth.evaluation.bench.registry import register_cell, register_dataset_source
+from privsynth.evaluation.bench.sources import save_dataset
 
 __all__ = ["method_cell", "method_example_dataset"]
 

@@ -89,7 +89,7 @@ def adapter_class(name: str) -> type[MethodAdapter]:
 def make(name: str, *, preset: str = "paper", config: Any = None, **overrides: Any) -> MethodAdapter:
     """A method by name with its config: the paper defaults (``preset="paper"``) or the ``tiny`` preset, or a config
     object, then field overrides (a dict updates a nested section, e.g. ``pipeline={"tdp": {"rounds": 50}}``)."""
-    from privsynth.synth.registry import _override  # one override rule for synthesizers and methods
+    from privsynth.config_io import override as _override  # one override rule for synthesizers and methods
 
     cls = adapter_class(name)
     if config is None:

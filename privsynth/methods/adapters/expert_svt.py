@@ -26,7 +26,7 @@ from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.errors import InvalidData
 from privsynth.methods.discrete_learners import LearnerConfig
 from privsynth.methods.expert_dpsgd import SelectiveConfig, selective_dpsgd
-from privsynth.methods.expert_envs import ENV_SPECS, ExpertData, LinearExperts, evaluate_policy, get_spec
+from privsynth.methods.expert_envs import ENV_SPECS, ExpertData, LinearExperts, default_env_returns, get_spec
 from privsynth.methods.expert_svt import DataReleaseConfig, budget_split, data_release
 from privsynth.methods.protocol import MethodAdapter, MethodResult, finish
 
@@ -128,7 +128,7 @@ class ExpertSVTMethod(MethodAdapter):
                               accountant=cfg.accountant, seed=cfg.seed, noise_seed=seed2)
         res = selective_dpsgd(data, release, cfg.learner, sel, n_actions=get_spec(env).n_actions)
         policy = GreedyPolicy(res.model)
-        rets = evaluate_policy(env, policy.act, cfg.eval_episodes, seed=10_000 + cfg.seed)
+        rets = default_env_returns(env, policy.act, cfg.eval_episodes, seed=10_000 + cfg.seed)
         stable = (_stable_dataset(data, release.stable_idx, ledger_card=res.ledger.card(), env=env)
                   if release.n_stable else None)  # the release may be empty (few experts agree)
         metrics = {"return": float(rets.mean()), "n_stable": release.n_stable, "noisy_steps": res.noisy_steps,
