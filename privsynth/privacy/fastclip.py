@@ -14,6 +14,11 @@ or the materialised per-unit gradient, costing T·d_in·d_out, whichever is chea
 Bu et al. 2022). A module called several times in one forward contributes the sum over calls (calls are concatenated
 along the sequence axis before the norm), so weight sharing across calls is handled.
 
+With one row per unit (transition units) everything stays two-dimensional: a Linear layer's per-unit norm is
+‖a_i‖·‖g_i‖, its bias gradient is g_i itself, and the clipped sums are one ``mm`` (weights) or ``mv`` (vectors) with
+the clip factors; :meth:`BookKeepingClipper.backward` can add them, scaled, into gradients that already hold the
+step's noise (``accumulate=True``), which is how the DP engine avoids extra passes over the parameters.
+
 Supported parameter holders: ``nn.Linear`` and ``nn.LayerNorm`` (any leading shape). Any other trainable parameter
 makes :class:`BookKeepingClipper` refuse, and the engine should use ``grad_sample_mode="ghost"``. Like Opacus, this
 assumes per-unit losses do not interact (no BatchNorm) and that a recorded layer output is not modified in place.
