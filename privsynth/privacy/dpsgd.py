@@ -401,10 +401,7 @@ class _Engine:
         if self._buffers is None:
             self._buffers = [torch.empty_like(p) for p in self.params]
         for p, buf in zip(self.params, self._buffers):
-            if std > 0:
-                buf.normal_(0.0, std, generator=self.gen)  # the NoiseSource's generator
-            else:
-                buf.zero_()
+            self._draw_noise(buf, std)
             p.grad = buf
         loss_value = math.nan
         if b > 0:
@@ -414,6 +411,13 @@ class _Engine:
             loss_value = float(losses.detach().mean())
         self.optimizer.step()
         return loss_value
+
+    def _draw_noise(self, buf: torch.Tensor, std: float) -> None:
+        """Fill ``buf`` with N(0, std²) from the NoiseSource's generator (zeros when ``std`` is 0)."""
+        if std > 0:
+            buf.normal_(0.0, std, generator=self.gen)
+        else:
+            buf.zero_()
 
     def _noise_and_step(self) -> None:
         std = self.sigma * self.clip
