@@ -24,6 +24,8 @@ def register(subparsers) -> None:
     p.add_argument("--agents", default="", help="comma list (td3bc, iql, edac) trained on synthetic and real data")
     p.add_argument("--agent-updates", type=int, default=d.agent_updates)
     p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads (default: the cores left idle by other jobs, from the load average)")
     p.add_argument("--store", default=None, help="Minari store for the demo datasets (default: <out>/minari)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
@@ -36,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
         out=args.out, epsilon=args.epsilon, delta=args.delta, unit=args.unit, sensitive_steps=args.sensitive_steps,
         public_steps=args.public_steps, n_samples=args.samples, seed=args.seed, store=args.store,
         agents=tuple(a.strip() for a in args.agents.split(",") if a.strip()), agent_updates=args.agent_updates,
+        threads=args.threads,
     )
     run_demo(cfg, progress=not args.quiet)
     return 0

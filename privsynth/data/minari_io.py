@@ -3,8 +3,13 @@
 Storage is Minari's own local store (``$MINARI_DATASETS_PATH`` or ``~/.minari/datasets``, found through
 ``minari.storage.get_dataset_path``), so everything written here loads with plain ``minari.load_dataset(id)``.
 Writing: Minari's own ``create_dataset_from_buffers`` makes the metadata (environment spec, spaces, reference
-scores), then the episodes are written into its ``main_data.hdf5`` in Minari's exact group layout in one pass (Minari's
-writer costs milliseconds per episode and grows quadratically with their number). Data format: hdf5.
+scores), then the episodes are written into its ``main_data.hdf5`` in Minari's exact group layout in one pass by
+:mod:`privsynth.data.minari_hdf5` (Minari's writer costs milliseconds per episode and grows quadratically with their
+number); the environment's spaces come from :mod:`privsynth.data.minari_spaces`. Data format: hdf5.
+
+Why this module is long: it is the whole id scheme, atomic placement, metadata and reader of one storage format
+(ids, listing, describe, write, load, public/sensitive loading share the id resolution and metadata layout); the
+HDF5 episode writer and the space handling live in the two modules above.
 
 Ids: Minari ids look like ``namespace/name-vN``. An id without a namespace gets :data:`DEFAULT_NAMESPACE`
 (``privsynth/``) when written; an id without a version suffix means ``-v0`` when written and the highest local version
@@ -45,7 +50,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import json
 import os
 import re
@@ -59,7 +63,9 @@ import gymnasium as gym
 import numpy as np
 
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
-from privsynth.errors import DatasetNotFound, InvalidData, PrivsynthError, SpaceMismatch
+from privsynth.data.minari_hdf5 import minari_episode_bounds, write_standard_hdf5
+from privsynth.data.minari_spaces import action_space, check_env_spaces, env_spaces, jsonable, obs_writer
+from privsynth.errors import DatasetNotFound, InvalidData, PrivsynthError
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -250,26 +256,6 @@ def read_card(dataset_id: str) -> dict[str, Any] | None:
 
 
 # --------------------------------------------------------------------------------------------------- writing
-def _jsonable(obj: Any) -> Any:
-    """Round-trip through JSON with numpy scalars/arrays converted, so the stored info equals what loads back."""
-
-    def default(o: Any) -> Any:
-        if isinstance(o, np.generic):
-            return o.item()
-        if isinstance(o, np.ndarray):
-            return o.tolist()
-        if isinstance(o, (set, tuple)):
-            return list(o)
-        if isinstance(o, Path):
-            return str(o)
-        raise TypeError(f"value of type {type(o).__name__} cannot be stored in dataset metadata")
-
-    try:
-        return json.loads(json.dumps(obj, default=default, allow_nan=False))
-    except (TypeError, ValueError) as exc:
-        raise InvalidData(f"dataset info is not JSON-serialisable: {exc}") from None
-
-
 def _is_chained(ds: OfflineDataset) -> bool:
     same = ds.episode_ids[1:] == ds.episode_ids[:-1]
     if not same.any():
@@ -280,200 +266,6 @@ def _is_chained(ds: OfflineDataset) -> bool:
 def choose_scheme(ds: OfflineDataset) -> str:
     """The storage scheme :func:`write_dataset` uses by default: always ``standard`` (see module docstring)."""
     return "standard"
-
-
-def minari_episode_bounds(ds: OfflineDataset) -> tuple[np.ndarray, np.ndarray]:
-    """(starts, ends) of the standard layout's Minari episodes: maximal chained runs of one dataset episode.
-
-    A run ends at an episode boundary, at a terminal, at a timeout, or where ``next_observations[t]`` differs from
-    ``observations[t+1]`` (independent synthetic transitions: one run per transition).
-    """
-    n = ds.n_transitions
-    cut = np.zeros(n, dtype=bool)  # cut[t]: a Minari episode ends after row t
-    cut[-1] = True
-    if n > 1:
-        cut[:-1] = (
-            (ds.episode_ids[1:] != ds.episode_ids[:-1])
-            | ds.terminals[:-1]
-            | ds.timeouts[:-1]
-            | np.any(ds.next_observations[:-1] != ds.observations[1:], axis=1)
-        )
-    ends = np.flatnonzero(cut) + 1
-    starts = np.concatenate([[0], ends[:-1]])
-    return starts, ends
-
-
-# --------------------------------------------------------------------------------------------------- spaces
-@functools.lru_cache(maxsize=16)
-def _env_spaces_cached(env_id: str, kwargs_json: str) -> tuple[gym.Space, gym.Space] | None:
-    from privsynth.data.envs import register_robotics_envs
-
-    register_robotics_envs()
-    try:
-        gym.spec(env_id)
-    except gym.error.Error:
-        return None
-    kwargs = json.loads(kwargs_json)
-    kwargs.pop("max_episode_steps", None)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            env = gym.make(env_id, **kwargs)
-    except Exception as exc:  # noqa: BLE001 - any construction failure is the user's env spec
-        raise InvalidData(f"cannot create environment '{env_id}' from the dataset's env spec: {exc}") from None
-    spaces = (env.observation_space, env.action_space)
-    env.close()
-    return spaces
-
-
-def env_spaces(info: DatasetInfo) -> tuple[gym.Space, gym.Space] | None:
-    """(observation space, action space) of the dataset's environment, or None without a registered ``env_id``."""
-    if not info.env_id:
-        return None
-    return _env_spaces_cached(info.env_id, json.dumps(_jsonable(info.env_kwargs), sort_keys=True))
-
-
-def _width(space: gym.Space) -> int:
-    return int(np.prod(space.shape)) if space.shape else 1
-
-
-def check_env_spaces(info: DatasetInfo, obs_dim: int, act_dim: int) -> None:
-    """Raise :class:`SpaceMismatch` unless flat widths ``obs_dim``/``act_dim`` fit the environment's spaces.
-
-    Dict observation spaces need ``info.obs_keys`` (the stored keys, in column order); keys the environment derives
-    from others (PointMaze's ``achieved_goal``) may be absent. Without a registered environment nothing is checked.
-    """
-    from privsynth.data.envs import derived_obs_keys
-
-    spaces = env_spaces(info)
-    if spaces is None:
-        return
-    obs_space, act_space = spaces
-    env = info.env_id
-    if isinstance(obs_space, gym.spaces.Dict):
-        if not info.obs_keys:
-            raise SpaceMismatch(
-                f"{env} has Dict observations ({', '.join(obs_space.spaces)}) but the data names no obs_keys"
-            )
-        unknown = [k for k in info.obs_keys if k not in obs_space.spaces]
-        if unknown:
-            raise SpaceMismatch(f"{env} has no observation keys {unknown} (it has {list(obs_space.spaces)})")
-        missing = [k for k in obs_space.spaces if k not in info.obs_keys and k not in derived_obs_keys(env)]
-        if missing:
-            raise SpaceMismatch(f"the data lacks the observation keys {missing} of {env}")
-        want = sum(_width(obs_space.spaces[k]) for k in info.obs_keys)
-    elif isinstance(obs_space, gym.spaces.Box):
-        want = _width(obs_space)
-    else:  # Discrete and other spaces: stored as flat columns, one per index
-        want = obs_dim
-    if want != obs_dim:
-        raise SpaceMismatch(f"the data has {obs_dim} observation dims but {env} has {want}")
-    act_width = 1 if isinstance(act_space, gym.spaces.Discrete) else _width(act_space)
-    if not isinstance(act_space, (gym.spaces.Box, gym.spaces.Discrete)) or act_width != act_dim:
-        raise SpaceMismatch(f"the data has {act_dim} action dims but {env}'s action space is {act_space}")
-
-
-def _obs_writer(info: DatasetInfo, obs_dim: int) -> tuple[gym.Space, Any]:
-    """The observation space to store and a function flat [T+1, D] rows -> what Minari stores for them."""
-    from privsynth.data.envs import derived_obs_keys
-
-    spaces = env_spaces(info)
-    if spaces is None:
-        return gym.spaces.Box(-np.inf, np.inf, shape=(obs_dim,), dtype=np.float32), lambda x: x
-    obs_space = spaces[0]
-    if isinstance(obs_space, gym.spaces.Dict):
-        cols, k = {}, 0
-        for key in info.obs_keys or []:
-            w = _width(obs_space.spaces[key])
-            cols[key] = (k, k + w)
-            k += w
-        derived = derived_obs_keys(info.env_id or "")
-
-        def to_dict(x: np.ndarray) -> dict[str, np.ndarray]:
-            parts = {}
-            for key, sub in obs_space.spaces.items():
-                if key in cols:
-                    a, b = cols[key]
-                    v = x[:, a:b]
-                else:
-                    src, a, b = derived[key]
-                    v = x[:, cols[src][0] + a : cols[src][0] + b]
-                parts[key] = v.astype(sub.dtype).reshape((len(x), *sub.shape))
-            return parts
-
-        return obs_space, to_dict
-    if isinstance(obs_space, gym.spaces.Box):
-        return obs_space, lambda x: x.astype(obs_space.dtype).reshape((len(x), *obs_space.shape))
-    return gym.spaces.Box(-np.inf, np.inf, shape=(obs_dim,), dtype=np.float32), lambda x: x
-
-
-def _action_space(ds: OfflineDataset) -> gym.Space:
-    spaces = env_spaces(ds.info)
-    if spaces is not None and isinstance(spaces[1], (gym.spaces.Box, gym.spaces.Discrete)):
-        return spaces[1]
-    info = ds.info
-    if info.action_low is not None and info.action_high is not None:
-        low = np.asarray(info.action_low, dtype=np.float32).reshape(-1)
-        high = np.asarray(info.action_high, dtype=np.float32).reshape(-1)
-        if low.shape == high.shape == (ds.act_dim,):
-            return gym.spaces.Box(low, high, dtype=np.float32)
-    return gym.spaces.Box(-np.inf, np.inf, shape=(ds.act_dim,), dtype=np.float32)
-
-
-def _write_group(group: Any, name: str, data: Any) -> None:
-    """Write an array (or a dict of arrays, as a sub-group) under ``group`` with h5py's low-level API.
-
-    The high-level ``create_dataset`` spends most of a small dataset's cost on argument handling; this path writes
-    the same contiguous datasets 3-4x faster (5,000 one-transition episodes: 10 s against 38 s), which matters at
-    one Minari episode per transition.
-    """
-    from h5py import h5d, h5g, h5s, h5t
-
-    if isinstance(data, dict):
-        sub = h5g.create(group, name.encode())
-        for key, value in data.items():
-            _write_group(sub, key, value)
-        return
-    arr = np.ascontiguousarray(data)
-    dset = h5d.create(group, name.encode(), h5t.py_create(arr.dtype, logical=True), h5s.create_simple(arr.shape))
-    dset.write(h5s.ALL, h5s.ALL, arr)
-
-
-def _write_standard_hdf5(file_path: Path, ds: OfflineDataset, obs_fn: Any, act_space: gym.Space) -> tuple[int, int]:
-    """Write every Minari episode of the standard layout into Minari's ``main_data.hdf5``; (episodes, steps).
-
-    Same groups, datasets and attributes as Minari's own writer (``episode_{i}`` with ``observations`` [T+1],
-    ``actions``, ``rewards``, ``terminations``, ``truncations``, ``infos/episode_id`` unless every episode id is
-    its Minari episode index), written in one pass: Minari's
-    writer lists the file's keys for every episode, which grows quadratically with the episode count.
-    """
-    import h5py
-
-    starts, ends = minari_episode_bounds(ds)
-    act_dtype = act_space.dtype if act_space.dtype is not None else np.float32
-    discrete = isinstance(act_space, gym.spaces.Discrete)  # actions stored as indices, shape [T]
-    # infos/episode_id only when it says more than the Minari episode index (two fewer hdf5 objects per episode)
-    default_ids = np.repeat(np.arange(len(starts)), ends - starts)
-    with_ids = not np.array_equal(ds.episode_ids, default_ids)
-    from h5py import h5g
-
-    with h5py.File(file_path, "w", track_order=True) as f:
-        for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
-            g = h5g.create(f.id, f"episode_{i}".encode())
-            attrs = h5py.Group(g).attrs
-            attrs["id"] = i
-            attrs["total_steps"] = e - s
-            _write_group(g, "observations", obs_fn(np.concatenate([ds.observations[s:e], ds.next_observations[e - 1 : e]])))
-            acts = np.rint(ds.actions[s:e, 0]) if discrete else ds.actions[s:e]
-            _write_group(g, "actions", acts.astype(act_dtype))
-            _write_group(g, "rewards", ds.rewards[s:e])
-            _write_group(g, "terminations", ds.terminals[s:e])
-            trunc = np.zeros(e - s, dtype=bool)
-            trunc[-1] = not bool(ds.terminals[e - 1])
-            _write_group(g, "truncations", trunc)
-            if with_ids:
-                _write_group(g, "infos", {"episode_id": ds.episode_ids[s:e]})
-    return len(starts), ds.n_transitions
 
 
 def _env_spec(info: DatasetInfo) -> Any:
@@ -595,11 +387,11 @@ def write_dataset_dir(
         raise InvalidData(f"unknown storage scheme '{scheme}'; datasets are written in the 'standard' layout")
     ds.validate()
     check_env_spaces(ds.info, ds.obs_dim, ds.act_dim)
-    info_dict = _jsonable(ds.info.to_dict())
+    info_dict = jsonable(ds.info.to_dict())
     card = info_dict.pop("privacy_card", None)
     spec = _env_spec(ds.info)
-    obs_space, obs_fn = _obs_writer(ds.info, ds.obs_dim)
-    act_space = _action_space(ds)
+    obs_space, obs_fn = obs_writer(ds.info, ds.obs_dim)
+    act_space = action_space(ds)
     lo, hi = ds.info.ref_min_score, ds.info.ref_max_score
     scores = {"ref_min_score": float(lo), "ref_max_score": float(hi)} if lo is not None and hi is not None else {}
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -621,7 +413,7 @@ def write_dataset_dir(
                 **scores,
             )
             data_dir = Path(created.storage.data_path)
-            n_eps, n_steps = _write_standard_hdf5(data_dir / "main_data.hdf5", ds, obs_fn, act_space)
+            n_eps, n_steps = write_standard_hdf5(data_dir / "main_data.hdf5", ds, obs_fn, act_space)
             np.savez(data_dir / SIDECAR_FILE, **{k: getattr(ds, k) for k in _ARRAYS})
             meta = {
                 "format_version": FORMAT_VERSION,

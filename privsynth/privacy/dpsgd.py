@@ -293,6 +293,7 @@ class _Engine:
         self.group = group
         self.params = [p for p in module.parameters() if p.requires_grad]
         self.optimizer = optimizer
+        self._buffers: list[torch.Tensor] | None = None  # bk: gradient buffers reused across steps
         if mode == "bk":
             self.clipper = BookKeepingClipper(module, max_grad_norm)  # raises PrivacyError naming the layer
             self.model = None
@@ -351,6 +352,8 @@ class _Engine:
 
     def _step(self, batch: tuple[torch.Tensor, ...], b: int) -> float:
         self.optimizer.zero_grad(set_to_none=True)
+        if self.mode == "bk" and self.group is None:
+            return self._bk_step(batch, b)
         if b == 0:
             loss_value = math.nan
             self._zero_batch()
@@ -388,6 +391,33 @@ class _Engine:
             p.grad = torch.zeros_like(p)
             if self.mode == "hooks":
                 p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype)
+
+    def _bk_step(self, batch: tuple[torch.Tensor, ...], b: int) -> float:
+        """One process, book-keeping clipping: the noise is drawn first, straight into reused gradient buffers as
+        N(0, (σC/B)²), and the clipped sum scaled by 1/B is added into it (weights by ``addmm_``), so forming
+        (Σ clipped + noise)/B costs no pass over the parameters beyond the draw itself. The generator's draw order
+        (mask in :func:`dp_train`, then one normal vector per parameter in order) is that of the other modes."""
+        std = self.sigma * self.clip / self.expected_batch
+        if self._buffers is None:
+            self._buffers = [torch.empty_like(p) for p in self.params]
+        for p, buf in zip(self.params, self._buffers):
+            self._draw_noise(buf, std)
+            p.grad = buf
+        loss_value = math.nan
+        if b > 0:
+            losses = self.clipper.forward(*batch)
+            self._check_losses(losses, b)
+            self.clipper.backward(losses, scale=1.0 / self.expected_batch, accumulate=True)
+            loss_value = float(losses.detach().mean())
+        self.optimizer.step()
+        return loss_value
+
+    def _draw_noise(self, buf: torch.Tensor, std: float) -> None:
+        """Fill ``buf`` with N(0, std²) from the NoiseSource's generator (zeros when ``std`` is 0)."""
+        if std > 0:
+            buf.normal_(0.0, std, generator=self.gen)
+        else:
+            buf.zero_()
 
     def _noise_and_step(self) -> None:
         std = self.sigma * self.clip

@@ -14,6 +14,11 @@ or the materialised per-unit gradient, costing T·d_in·d_out, whichever is chea
 Bu et al. 2022). A module called several times in one forward contributes the sum over calls (calls are concatenated
 along the sequence axis before the norm), so weight sharing across calls is handled.
 
+With one row per unit (transition units) everything stays two-dimensional: a Linear layer's per-unit norm is
+‖a_i‖·‖g_i‖, its bias gradient is g_i itself, and the clipped sums are one ``mm`` (weights) or ``mv`` (vectors) with
+the clip factors; :meth:`BookKeepingClipper.backward` can add them, scaled, into gradients that already hold the
+step's noise (``accumulate=True``), which is how the DP engine avoids extra passes over the parameters.
+
 Supported parameter holders: ``nn.Linear`` and ``nn.LayerNorm`` (any leading shape). Any other trainable parameter
 makes :class:`BookKeepingClipper` refuse, and the engine should use ``grad_sample_mode="ghost"``. Like Opacus, this
 assumes per-unit losses do not interact (no BatchNorm) and that a recorded layer output is not modified in place.
@@ -97,20 +102,60 @@ class BookKeepingClipper:
         self._records = {}
 
     # ------------------------------------------------------------------------------------------------------ backward
-    def backward(self, losses: torch.Tensor) -> torch.Tensor:
-        """Set ``p.grad`` to Σ_i min(1, C/‖∇ℓ_i‖)·∇ℓ_i for every parameter; returns the per-unit norms [B]."""
+    def backward(self, losses: torch.Tensor, *, scale: float = 1.0, accumulate: bool = False) -> torch.Tensor:
+        """Set ``p.grad`` to scale·Σ_i min(1, C/‖∇ℓ_i‖)·∇ℓ_i for every parameter; returns the per-unit norms [B].
+
+        ``accumulate=True`` adds the clipped sum to the ``p.grad`` already there (the DP engine pre-fills it with
+        the step's noise, so the largest gradients are formed by one ``addmm_`` into the noise, with no extra pass).
+        """
         if losses.ndim != 1:
             raise PrivacyError(f"the loss module must return one loss per privacy unit, shape [B], got {tuple(losses.shape)}")
+        bsz = losses.shape[0]
+        sq = losses.new_zeros(bsz)
+        cache = [self._layer_norms(layer, a, g, sq) for layer, a, g in self._layer_grads(losses)]
+        norms = sq.clamp_min(0).sqrt()
+        coef = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+        self.last_norms = norms.detach()
+        coef = coef * scale if scale != 1.0 else coef
+        if not accumulate:
+            for p in self.params:
+                p.grad = None
+        for layer, a, g, per_unit, gw, gb in cache:
+            if isinstance(layer, nn.Linear) and layer.weight.requires_grad:
+                if per_unit is not None:  # materialised per-unit gradients [B, d_out, d_in]
+                    _put(layer.weight, torch.tensordot(coef, per_unit, 1), accumulate)
+                else:  # Σ_i c_i Σ_t g_it a_itᵀ as one matmul over all rows, like an ordinary weight gradient
+                    rows_a, rows_g = a.reshape(-1, a.shape[-1]), g.reshape(-1, g.shape[-1])
+                    c = coef.repeat_interleave(rows_a.shape[0] // bsz)[:, None]
+                    if rows_a.shape[1] < rows_g.shape[1]:  # scale the narrower side
+                        rows_a = rows_a * c
+                    else:
+                        rows_g = rows_g * c
+                    if accumulate and layer.weight.grad is not None:
+                        layer.weight.grad.addmm_(rows_g.t(), rows_a)
+                    else:
+                        layer.weight.grad = torch.mm(rows_g.t(), rows_a)
+            if gw is not None:  # LayerNorm weight: per-unit gradients [B, d]
+                _put(layer.weight, torch.mv(gw.t(), coef), accumulate)
+            if gb is not None:
+                _put(layer.bias, torch.mv(gb.t(), coef), accumulate)
+        if not accumulate:
+            for p in self.params:  # parameters of layers that did not take part in this forward
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+        return norms
+
+    def _layer_grads(self, losses: torch.Tensor) -> list[tuple[nn.Module, torch.Tensor, torch.Tensor]]:
+        """(layer, a [B, T, d_in], g [B, T, d_out]) per recorded layer, its calls concatenated along T; g = ∂Σℓ/∂z."""
         bsz = losses.shape[0]
         layers = [layer for layer in self.layers if layer in self._records]
         outs = [out for layer in layers for _, out in self._records[layer]]
         grads = torch.autograd.grad(losses.sum(), outs, allow_unused=True) if outs else []
-        # group per layer: (a [B, T, d_in], g [B, T, d_out]) with the calls concatenated along T
         per_layer: list[tuple[nn.Module, torch.Tensor, torch.Tensor]] = []
         k = 0
         for layer in layers:
             acts, gs = [], []
-            for a, out in self._records[layer]:
+            for a, _ in self._records[layer]:
                 g = grads[k]
                 k += 1
                 if g is None:
@@ -122,43 +167,47 @@ class BookKeepingClipper:
             elif gs:
                 per_layer.append((layer, torch.cat(acts, 1), torch.cat(gs, 1)))
         self._records = {}
+        return per_layer
 
-        sq = losses.new_zeros(bsz)
-        cache = []
-        for layer, a, g in per_layer:
-            if isinstance(layer, nn.Linear):
-                sq_w, per_unit = _linear_weight_sq(a, g) if layer.weight.requires_grad else (0.0, None)
-                gb = g.sum(1) if layer.bias is not None and layer.bias.requires_grad else None
-                sq = sq + sq_w + (gb.pow(2).sum(1) if gb is not None else 0.0)
-                cache.append((layer, a, g, per_unit, gb))
-            else:  # LayerNorm: per-unit gradients are small (d), materialise them
-                xhat = F.layer_norm(a, layer.normalized_shape, None, None, layer.eps)
-                gw = (g * xhat).sum(1) if layer.weight is not None and layer.weight.requires_grad else None
-                gb = g.sum(1) if layer.bias is not None and layer.bias.requires_grad else None
-                sq = sq + (gw.pow(2).sum(1) if gw is not None else 0.0) + (gb.pow(2).sum(1) if gb is not None else 0.0)
-                cache.append((layer, None, None, gw, gb))
-        norms = sq.clamp_min(0).sqrt()
-        coef = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
-        self.last_norms = norms.detach()
+    @staticmethod
+    def _layer_norms(layer: nn.Module, a: torch.Tensor, g: torch.Tensor, sq: torch.Tensor) -> tuple:
+        """Add the layer's per-unit squared gradient norms to ``sq`` (in place); return what the clipped sum needs.
 
-        for p in self.params:
-            p.grad = None
-        for layer, a, g, per_unit, gb in cache:
-            if isinstance(layer, nn.Linear):
-                if layer.weight.requires_grad:
-                    if per_unit is not None:
-                        layer.weight.grad = torch.einsum("b,boi->oi", coef, per_unit)
-                    else:  # Σ_i c_i Σ_t g_it a_itᵀ as one matmul over all rows, like an ordinary weight gradient
-                        gs = (g * coef[:, None, None]).reshape(-1, g.shape[-1])
-                        layer.weight.grad = torch.mm(gs.t(), a.reshape(-1, a.shape[-1]))
-            elif per_unit is not None:
-                layer.weight.grad = (coef[:, None] * per_unit).sum(0).reshape(layer.weight.shape)
-            if gb is not None:
-                layer.bias.grad = (coef[:, None] * gb).sum(0).reshape(layer.bias.shape)
-        for p in self.params:  # parameters of layers that did not take part in this forward
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-        return norms
+        Returns (layer, a, g, materialised per-unit weight gradients or None, LayerNorm per-unit weight gradients
+        [B, d] or None, per-unit bias gradients [B, d_out] or None). With one row per unit (T = 1) everything stays
+        two-dimensional: ‖∂W‖ = ‖a‖·‖g‖ and the bias gradient is g itself (no copies, no reductions over T).
+        """
+        bsz, t = a.shape[0], a.shape[1]
+        b_on = layer.bias is not None and layer.bias.requires_grad
+        w_on = layer.weight is not None and layer.weight.requires_grad
+        if t == 1:
+            a, g = a.reshape(bsz, -1), g.reshape(bsz, -1)
+        gb = (g if t == 1 else g.sum(1)) if b_on else None
+        if gb is not None:
+            sq.add_(torch.linalg.vecdot(gb, gb))
+        if isinstance(layer, nn.Linear):
+            per_unit = None
+            if w_on:
+                if t == 1:
+                    sq.add_(torch.linalg.vecdot(a, a) * torch.linalg.vecdot(g, g))
+                else:
+                    sq_w, per_unit = _linear_weight_sq(a, g)
+                    sq.add_(sq_w)
+            return layer, a, g, per_unit, None, gb
+        gw = None  # LayerNorm: per-unit gradients are small (d), materialise them
+        if w_on:
+            xhat = F.layer_norm(a, layer.normalized_shape, None, None, layer.eps)
+            gw = g * xhat if t == 1 else (g * xhat).sum(1)
+            sq.add_(torch.linalg.vecdot(gw, gw))
+        return layer, None, None, None, gw, gb
+
+
+def _put(p: torch.Tensor, value: torch.Tensor, accumulate: bool) -> None:
+    """``p.grad = value`` (reshaped to p), or ``p.grad += value`` when accumulating into an existing gradient."""
+    if accumulate and p.grad is not None:
+        p.grad.add_(value.reshape(p.shape))
+    else:
+        p.grad = value.reshape(p.shape)
 
 
 def _linear_weight_sq(a: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
