@@ -51,7 +51,8 @@ GRAD_SAMPLE_MODES = ("ghost", "hooks", "bk", "auto")
 
 @dataclass
 class DPSGDConfig:
-    """DP-SGD settings; defaults follow PrivORL-n's fine-tune (anchors notes §1.4) except δ, which the caller sets."""
+    """DP-SGD settings; defaults follow PrivORL's fine-tune (PrivORL paper, appendix "DP-SGD Training": 5 epochs, clip
+    norm C = 1.0 as Opacus' default) except δ, which the caller sets."""
 
     target_epsilon: float = 10.0  # ε budget of this training run
     delta: float = 1e-5  # δ; must be below 1 / N_units

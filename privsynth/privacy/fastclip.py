@@ -1,8 +1,8 @@
 """Book-keeping fast clipping for Linear / LayerNorm models: one backward pass instead of Opacus' two.
 
 Why our own code: Opacus' ghost clipping runs two full backward passes (one to get per-sample gradient norms, one
-on the re-weighted loss), which measured 2.3x a non-private step on the 6.4 M-parameter residual MLP (feasibility
-notes §4). Book-keeping clipping (Bu et al. 2023, "Differentially private optimization on large model at small
+on the re-weighted loss), which measured 2.3x a non-private step on the 6.4 M-parameter residual MLP
+(`scripts/bench_dp_step.py`). Book-keeping clipping (Bu et al. 2023, "Differentially private optimization on large model at small
 cost") needs one: record each layer's input ``a`` and take the gradient of the summed per-unit loss with respect to
 each layer's *output* ``z`` only (autograd then skips every weight gradient), compute per-unit gradient norms from
 (a, g), and form the clipped sum per layer directly, e.g. ``W.grad = Σ_i c_i Σ_t g_it a_itᵀ`` (one matmul, the cost
