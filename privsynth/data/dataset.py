@@ -13,6 +13,9 @@ sensitive, privacy card). Views:
 Episodes are contiguous runs of equal ``episode_ids``; every constructor validates this at the door.
 Nothing in this module knows about differential privacy; the ``sensitive`` flag only marks data that the
 normalisers in :mod:`privsynth.data.normalize` refuse to fit on.
+
+Why this module is long: the dataset model and its views (transition matrix, episodes, fragments, pandas
+import) are one type whose invariants (aligned arrays, episode ids, the sensitive flag) are checked in one place.
 """
 from __future__ import annotations
 

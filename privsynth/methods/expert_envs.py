@@ -17,6 +17,9 @@ Variant grids (paper §B.1, 10 values per factor, 1000 variants):
 Data (paper §4.2): every expert made p_min-greedy (greedy action w.p. 1 − (|A|−1)p_min, each other action w.p.
 p_min), rolled out ``n_traj_per_expert`` times in the default environment with a 200-step cap. Time-limit ends are
 stored as ``terminal = False`` (bootstrap), real terminations as ``True``. Every transition keeps its expert id.
+
+Why this module is long: the NumPy replicas of both environments, the experts and their data share array
+layouts that ``tests/test_expert_envs.py`` checks together against Gymnasium.
 """
 from __future__ import annotations
 

@@ -12,6 +12,9 @@ Gaussian mechanism of Mironov et al. 2019). Three accountants:
 Statistics use the Gaussian mechanism (analytic calibration of Balle & Wang 2018) or the Laplace mechanism; DP-APVI
 style releases are zCDP (Bun & Steinke 2016) and convert through RDP. Calibration is our own bisection on log σ so
 the same procedure serves all three accountants and the returned σ always satisfies ε(σ) ≤ target.
+
+Why this module is long: it is the one place where ε is computed (every accountant, every calibration and the
+one zCDP implementation), so that no second accounting anywhere in privsynth can disagree with it.
 """
 from __future__ import annotations
 

@@ -24,6 +24,9 @@ by privacy unit, and a :class:`DPSGDConfig` in; trained weights (in place) and a
   mask and the noise generator (rank 0 draws its key and broadcasts it), each clips its round-robin share of the sampled units, the clipped sums are
   all-reduced and the noise is added once (:mod:`privsynth.privacy.distributed`); q, σ, steps and the ledger event
   are those of one process.
+
+Why this module is long: Poisson sampling, the clipping dispatch, the noise draw and the accounting are one
+privacy-critical loop, reviewed and tested as a unit; the clipping kernels themselves live in ``fastclip.py``.
 """
 from __future__ import annotations
 

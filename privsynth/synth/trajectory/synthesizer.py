@@ -24,6 +24,9 @@ picked at random (all of them when it has ≤ K). That sum depends on that traje
 once to C however many fragments it has; fixing K bounds the cost of long trajectories without duplicating anything
 (PrivORL-J duplicated every trajectory 25x and had no accountant). σ is calibrated by the accountant and the spent ε
 goes to the ledger.
+
+Why this module is long: fragment encoding, the trajectory-unit loss and stitched generation are one PrivORL-j
+pipeline (Algorithm 2) over one row layout; the model backbones and layers live in their own modules.
 """
 from __future__ import annotations
 
