@@ -211,7 +211,7 @@ def _experts(m: int):
     base = rng.normal(size=(1, 2, 5))
     noise = rng.normal(size=(601, 2, 5))[:m]
     ex = LinearExperts(base[..., :4] + 0.3 * noise[..., :4], base[..., 4] + 0.3 * noise[..., 4], p_min=0.02)
-    return ex, collect_expert_data("cartpole", ex, 2, seed=0, horizon=30)
+    return ex, collect_expert_data("cartpole", ex, 3, seed=0, horizon=30)  # 3: see test_expert_release_privacy
 
 
 def _svt_release(pool, tmp: Path) -> dict:
