@@ -33,6 +33,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=100_000, help="public transitions generated per map")
     ap.add_argument("--seed", type=int, default=1, help="seed of the public data (sensitive data use other seeds)")
     ap.add_argument("--epochs", type=float, default=10.0, help="pre-training epochs (PrivORL: 10)")
+    ap.add_argument("--next-state", choices=["absolute", "delta"], default=cpu_config().next_state,
+                    help="how rows hold the next state (TransitionSynthConfig.next_state; default: cpu_config()'s)")
     ap.add_argument("--out", default=str(pretrained_root()))
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -48,6 +50,7 @@ def main() -> None:
         pubs = [data(m) for m in public_maps]
         cfg = cpu_config()
         cfg.pretrain.epochs = args.epochs
+        cfg.next_state = args.next_state
         t0 = time.perf_counter()
         synth = TransitionSynthesizer(cfg).pretrain(pubs, progress=True)
         seconds = time.perf_counter() - t0
@@ -84,6 +87,7 @@ def main() -> None:
                 f"{synth.n_parameters()} parameters; EMA weights only ({os.path.getsize(path) / 1e6:.2f} MB)\n"
                 f"- pre-training: {h['epochs']:.1f} epochs, {h['steps']} steps of batch {h['batch_size']}, curiosity rate "
                 f"{cfg.curiosity.rate}; {h['cpu_seconds_per_epoch']:.1f} CPU s/epoch, {seconds:.0f} s wall\n"
+                f"- rows: next state as {'s′ − s (decoded as s + Δs)' if cfg.next_state == 'delta' else 'absolute s′'}\n"
                 f"- rebuild: `{card['command']}`\n- use: `privsynth synthesize --pretrained pointmaze-{target} ...`\n"
             )
         print(f"{folder}: {os.path.getsize(path) / 1e6:.2f} MB, {seconds:.0f} s", flush=True)

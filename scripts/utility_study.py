@@ -80,6 +80,10 @@ def task_data(task: str):
             synth = TransitionSynthesizer(cpu_config()).pretrain(public, progress=False)
             synth.save(ckpt)
         return sens, ckpt
+    if task == "mirror":
+        sens = dataset("umaze_mirror-20k-s12",
+                       PointMazeConfig(maze="umaze_mirror", steps=20_000, seed=12, ref_episodes=10))
+        return sens, ROOT / "pretrained" / "pointmaze-umaze" / "model.pt"
     if task == "umaze":
         sens = dataset("umaze-20k-s2", PointMazeConfig(maze="umaze", steps=20_000, seed=2, ref_episodes=10))
         return sens, ROOT / "pretrained" / "pointmaze-umaze" / "model.pt"
@@ -212,7 +216,7 @@ def table(paths: list[Path]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--task", choices=["proxy", "umaze"])
+    ap.add_argument("--task", choices=["proxy", "mirror", "umaze"])
     ap.add_argument("--configs", default="real,old")
     ap.add_argument("--eps", default="10")
     ap.add_argument("--seeds", default="0")

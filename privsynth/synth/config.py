@@ -134,6 +134,10 @@ class TransitionSynthConfig:
     pretrain_curiosity: bool = True  # False = PDP-Diffusion ablation (pre-training without curiosity)
     finetune_curiosity: bool = False  # True = FineCur ablation (curiosity during DP fine-tuning)
     private: bool = True  # False = "no privacy" ablation (plain fine-tuning, nothing is released as DP)
+    # how a row holds the next state: "absolute" s' (PrivORL, SynthER) or "delta" s' - s, decoded as s + (s' - s) after
+    # sampling (privsynth.synth.next_state); the row normaliser is then fitted on public Δs. Changing it needs a model
+    # pre-trained with the same value.
+    next_state: Literal["absolute", "delta"] = "absolute"
     # non-private randomness only: model init, pre-training batches, curiosity, default sampling seed (sampling the
     # released weights is post-processing). It never determines privacy noise or Poisson masks.
     seed: int = 0

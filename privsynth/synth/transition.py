@@ -47,6 +47,7 @@ from privsynth.synth.curiosity import RND, CuriosityMixer
 from privsynth.synth.denoiser import ResidualMLPDenoiser
 from privsynth.synth.edm import EDM
 from privsynth.synth.ema import EMA
+from privsynth.synth.next_state import DeltaNormalizer, fit_public_normalizer, restore_normalizer
 from privsynth.synth.sampling import sample_dpm, sample_rows
 
 __all__ = ["TransitionSynthesizer", "UnitLoss", "FORMAT"]
@@ -154,6 +155,29 @@ class TransitionSynthesizer(NetworkSynthesizer):
         self.ema = EMA(self.model, decay=t.ema_decay, every=t.ema_every, warmup=t.ema_warmup)
         if self.normalizer is not None and self.normalizer.dim != self.data_dim:
             raise SpaceMismatch(f"normaliser has {self.normalizer.dim} columns but transitions have {self.data_dim}")
+        self._check_next_state()
+
+    def _check_next_state(self) -> None:
+        """A ``next_state = "delta"`` model needs a normaliser of Δs rows (fitted on public data), and vice versa."""
+        if self.normalizer is None:
+            return
+        delta = isinstance(self.normalizer, DeltaNormalizer)
+        if delta != (self.config.next_state == "delta"):
+            raise InvalidData(
+                f"config.next_state is '{self.config.next_state}' but the normaliser ({self.normalizer.source}) "
+                f"{'encodes' if delta else 'does not encode'} s' - s: a delta model needs public statistics of Δs "
+                "(pre-train or fit_public_stats with next_state='delta'), not fixed bounds or a DP normaliser of s'"
+            )
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        """As the base class, with the normaliser's own class (a delta one stays a delta one)."""
+        saved = state["normalizer"]
+        super()._restore({**state, "normalizer": None})
+        if saved is not None:
+            self.normalizer = restore_normalizer(saved)
+            if self.normalizer.dim != self.data_dim:
+                raise SpaceMismatch(f"normaliser has {self.normalizer.dim} columns but transitions have {self.data_dim}")
+            self._check_next_state()
 
     def _check_data(self, ds: OfflineDataset) -> None:
         if self.obs_dim is not None:
@@ -199,7 +223,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
         for ds in datasets:
             self._check_data(ds)
         if self.normalizer is None:
-            self.normalizer = Normalizer.fit_public(datasets)
+            self.normalizer = fit_public_normalizer(datasets, self.config.next_state)
         rows = np.concatenate([ds.transition_matrix() for ds in datasets])
         self.discrete_values = self._discrete_support(rows)
         x = torch.as_tensor(self.normalizer.normalize(rows))
@@ -221,7 +245,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
             raise InvalidData("no public dataset to fit the normaliser on")
         for ds in datasets:
             refuse_sensitive(ds, "fit public statistics")
-        self.normalizer = Normalizer.fit_public(datasets)
+        self.normalizer = fit_public_normalizer(datasets, self.config.next_state)
         self.discrete_values = self._discrete_support(np.concatenate([ds.transition_matrix() for ds in datasets]))
         self.public_data += [ds.info.name for ds in datasets]
         return self
@@ -406,6 +430,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
             check_epsilon(epsilon)
             check_delta(delta, sensitive.n_transitions if unit == "transition" else sensitive.n_episodes)
         self._check_can_finetune(sensitive)
+        self._check_next_state()
         if self.config.private:
             self._check_normalizer_accounted(unit)
         assert self.model is not None and self.ema is not None and self.normalizer is not None
