@@ -18,6 +18,13 @@ memory (:attr:`TransitionSynthesizer.last_finetune_loss`) and never saved or car
 Ablations (PrivORL section IX) are switches of :class:`~privsynth.synth.config.TransitionSynthConfig`: skip
 :meth:`pretrain` (DPDM), ``pretrain_curiosity=False`` (PDP-Diffusion), ``finetune_curiosity=True`` (FineCur),
 ``private=False`` (no privacy).
+
+How a row holds the next state (absolute ``s′`` or ``Δs = s′ − s``) is the normaliser's business:
+:mod:`privsynth.synth.next_state`.
+
+Why this module is long: it is the one class behind PrivORL-n's verbs (pre-train, DP fine-tune at two units, sample,
+card, save/load), each a few dozen lines that share the model, EMA, normaliser and ledger state; the pieces that stand
+alone (EDM, denoiser, sampler, curiosity, EMA, checkpoint I/O, the row encoding) already live in their own modules.
 """
 from __future__ import annotations
 
