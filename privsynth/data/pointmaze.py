@@ -48,6 +48,7 @@ __all__ = [
     "EPISODE_STEPS",
     "EVAL_GOAL_CELLS",
     "CUSTOM_MAZES",
+    "maze_map",
 ]
 
 MAZES: dict[str, str] = {"open": "Open", "umaze": "UMaze", "medium": "Medium", "large": "Large",
@@ -110,6 +111,13 @@ def _base_map(maze: str) -> list[list[Any]]:
         return [list(reversed(row)) for row in _base_map(base)]
     table = {"open": maps.OPEN, "umaze": maps.U_MAZE, "medium": maps.MEDIUM_MAZE, "large": maps.LARGE_MAZE}
     return [list(row) for row in table[maze]]
+
+
+def maze_map(maze: str) -> list[list[Any]]:
+    """The grid of a map (1 = wall, 0 = free), a fresh copy; custom maps (:data:`CUSTOM_MAZES`) included."""
+    if str(maze).lower() not in MAZES:
+        raise InvalidData(f"unknown maze '{maze}'; choose one of {', '.join(MAZES)}")
+    return _base_map(str(maze).lower())
 
 
 def eval_env_spec(maze: str, dense: bool = False) -> tuple[str, dict[str, Any]]:
