@@ -33,6 +33,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=100_000, help="public transitions generated per map")
     ap.add_argument("--seed", type=int, default=1, help="seed of the public data (sensitive data use other seeds)")
     ap.add_argument("--epochs", type=float, default=10.0, help="pre-training epochs (PrivORL: 10)")
+    ap.add_argument("--next-state", choices=["absolute", "delta"], default=cpu_config().next_state,
+                    help="how rows hold the next state (TransitionSynthConfig.next_state; default: cpu_config()'s)")
     ap.add_argument("--out", default=str(pretrained_root()))
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -48,15 +50,17 @@ def main() -> None:
         pubs = [data(m) for m in public_maps]
         cfg = cpu_config()
         cfg.pretrain.epochs = args.epochs
+        cfg.next_state = args.next_state
         t0 = time.perf_counter()
         synth = TransitionSynthesizer(cfg).pretrain(pubs, progress=True)
         seconds = time.perf_counter() - t0
-        folder = os.path.join(args.out, f"pointmaze-{target}")
+        name = f"pointmaze-{target}" + ("-delta" if cfg.next_state == "delta" else "")  # a Δs model never shadows
+        folder = os.path.join(args.out, name)
         os.makedirs(folder, exist_ok=True)
         path = synth.save(os.path.join(folder, "model.pt"), ema_only=True)
         h = synth.history[-1]
         card = {
-            "name": f"pointmaze-{target}",
+            "name": name,
             "synthesizer": synth.name,
             "for_sensitive_map": target,
             "public_data": [
@@ -78,13 +82,15 @@ def main() -> None:
             json.dump(card, f, indent=1, default=str)
         with open(os.path.join(folder, "README.md"), "w") as f:
             f.write(
-                f"# pointmaze-{target}\n\nPrivORL-n transition synthesizer pre-trained (no DP; public data only) on the PointMaze maps "
+                f"# {name}\n\nPrivORL-n transition synthesizer pre-trained (no DP; public data only) on the PointMaze maps "
                 f"{', '.join(public_maps)} ({args.steps} transitions each, generator seed {args.seed}), for DP fine-tuning on "
                 f"{target} data.\n\n- architecture: residual MLP width {cfg.denoiser.width}, depth {cfg.denoiser.depth}, "
                 f"{synth.n_parameters()} parameters; EMA weights only ({os.path.getsize(path) / 1e6:.2f} MB)\n"
                 f"- pre-training: {h['epochs']:.1f} epochs, {h['steps']} steps of batch {h['batch_size']}, curiosity rate "
                 f"{cfg.curiosity.rate}; {h['cpu_seconds_per_epoch']:.1f} CPU s/epoch, {seconds:.0f} s wall\n"
-                f"- rebuild: `{card['command']}`\n- use: `privsynth synthesize --pretrained pointmaze-{target} ...`\n"
+                f"- rows: next state as {'s′ − s (decoded as s + Δs)' if cfg.next_state == 'delta' else 'absolute s′'}\n"
+                f"- rebuild: `{card['command']}`\n- use: `privsynth synthesize --pretrained {name} ...`"
+                + (" with a config whose `next_state` is `delta`\n" if cfg.next_state == "delta" else "\n")
             )
         print(f"{folder}: {os.path.getsize(path) / 1e6:.2f} MB, {seconds:.0f} s", flush=True)
 

@@ -37,6 +37,9 @@ from privsynth.synth import TransitionSynthesizer, cpu_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRATCH = Path(os.environ.get("PRIVSYNTH_STUDY_DIR", "/tmp/privsynth_utility"))
+# the shipped pointmaze-umaze recipe (scripts/build_pretrained.py --maps umaze --epochs 5) with next_state="delta":
+#   python scripts/build_pretrained.py --maps umaze --epochs 5 --next-state delta --out $PRIVSYNTH_STUDY_DIR/pretrained_delta
+DELTA_CKPT = SCRATCH / "pretrained_delta" / "pointmaze-umaze" / "model.pt"
 
 # Named fine-tuning configurations: overrides of cpu_config() (finetune / dp sections only; pre-training is fixed).
 CONFIGS: dict[str, dict] = {
@@ -54,6 +57,22 @@ CONFIGS: dict[str, dict] = {
     "old_k4": {"finetune": {"epochs": 30.0, "batch_size": 2048, "lr": 3e-3}, "dp": {"noise_multiplicity": 4}},
     "long_b8k": {"finetune": {"epochs": 150.0, "batch_size": 8192, "lr": 3e-3}, "dp": {"noise_multiplicity": 1}},
     "vlong": {"finetune": {"epochs": 400.0, "batch_size": 2048, "lr": 3e-3}, "dp": {"noise_multiplicity": 1}},
+    "long_clip01": {"finetune": {"epochs": 150.0, "batch_size": 2048, "lr": 3e-3},
+                    "dp": {"noise_multiplicity": 1, "max_grad_norm": 0.1}},
+    "long_clip10": {"finetune": {"epochs": 150.0, "batch_size": 2048, "lr": 3e-3},
+                    "dp": {"noise_multiplicity": 1, "max_grad_norm": 10.0}},
+    "long_lr1e2": {"finetune": {"epochs": 150.0, "batch_size": 2048, "lr": 1e-2}, "dp": {"noise_multiplicity": 1}},
+    # Δs = s' - s rows: start from a model pre-trained with next_state="delta" on the same public data (DELTA_CKPT)
+    "delta_old": {"checkpoint": "delta", "finetune": {"epochs": 30.0, "batch_size": 2048, "lr": 3e-3},
+                  "dp": {"noise_multiplicity": 1}},
+    "delta_long": {"checkpoint": "delta", "finetune": {"epochs": 150.0, "batch_size": 2048, "lr": 3e-3},
+                   "dp": {"noise_multiplicity": 1}},
+    "delta_b8k": {"checkpoint": "delta", "finetune": {"epochs": 150.0, "batch_size": 8192, "lr": 3e-3},
+                  "dp": {"noise_multiplicity": 1}},
+    "delta_head": {"checkpoint": "delta", "finetune": {"epochs": 150.0, "batch_size": 2048, "lr": 3e-3},
+                   "dp": {"noise_multiplicity": 1, "trainable": "head"}},
+    "delta_nodp": {"checkpoint": "delta", "finetune": {"epochs": 100.0, "batch_size": 256, "lr": 3e-3},
+                   "private": False},
     "nodp": {"finetune": {"epochs": 100.0, "batch_size": 256, "lr": 3e-3}, "private": False},
     "pretrained": {},  # no fine-tuning at all: the public model alone
     "default": None,  # cpu_config() as committed (whatever the defaults are now)
@@ -80,6 +99,10 @@ def task_data(task: str):
             synth = TransitionSynthesizer(cpu_config()).pretrain(public, progress=False)
             synth.save(ckpt)
         return sens, ckpt
+    if task == "mirror":
+        sens = dataset("umaze_mirror-20k-s12",
+                       PointMazeConfig(maze="umaze_mirror", steps=20_000, seed=12, ref_episodes=10))
+        return sens, ROOT / "pretrained" / "pointmaze-umaze" / "model.pt"
     if task == "umaze":
         sens = dataset("umaze-20k-s2", PointMazeConfig(maze="umaze", steps=20_000, seed=2, ref_episodes=10))
         return sens, ROOT / "pretrained" / "pointmaze-umaze" / "model.pt"
@@ -109,6 +132,47 @@ def run_agents(train, sens, seed: int, agents: list[str], updates: int) -> dict:
     return out
 
 
+def rl_postprocess(ds):
+    """The free RL-aware post-processing of issue 20 item 3 (uses only the public environment, no data): position and
+    velocity of s' re-simulated from (s, a) in the PointMaze physics (the goal columns of s' kept as sampled), the
+    sparse reward recomputed from the public reward function (1[|s'_xy − s'_goal| <= 0.45], gymnasium-robotics
+    PointMaze; on real data this reproduces every reward and every s' to 1e-6), and rows whose s or s' lies inside a
+    wall cell dropped. Returns (dataset, stats)."""
+    import dataclasses
+
+    from privsynth.data.envs import make_env
+
+    env = make_env(ds.info)
+    env.reset(seed=0)
+    maze, point = env.unwrapped.maze, env.unwrapped.point_env
+    walls = np.array([[c == 1 for c in row] for row in maze.maze_map])
+    obs, act = ds.observations.astype(np.float64), ds.actions.astype(np.float64)
+    nxt = ds.next_observations.astype(np.float64)
+    for i in range(len(obs)):
+        point.set_state(obs[i, :2], obs[i, 2:4])
+        nxt[i, :4] = point.step(act[i])[0][:4]
+    env.close()
+
+    def in_wall(xy: np.ndarray) -> np.ndarray:
+        r = np.floor((maze.y_map_center - xy[:, 1]) / maze.maze_size_scaling).astype(int)
+        c = np.floor((xy[:, 0] + maze.x_map_center) / maze.maze_size_scaling).astype(int)
+        out = (r < 0) | (c < 0) | (r >= walls.shape[0]) | (c >= walls.shape[1])
+        ok = ~out
+        out[ok] = walls[r[ok], c[ok]]
+        return out
+
+    keep = ~in_wall(obs[:, :2]) & ~in_wall(nxt[:, :2])
+    rows = ds.transition_matrix().copy()
+    o, a = ds.obs_dim, ds.act_dim
+    rows[:, o + a] = (np.linalg.norm(nxt[:, :2] - nxt[:, 4:6], axis=1) <= 0.45).astype(np.float32)
+    rows[:, o + a + 1 : o + a + 1 + o] = nxt
+    stats = {"rows_in": len(rows), "rows_kept": int(keep.sum()),
+             "reward_changed": float(np.mean(rows[:, o + a] != ds.rewards)),
+             "next_moved": float(np.mean(np.linalg.norm(nxt[:, :2] - ds.next_observations[:, :2], axis=1)))}
+    out = ds.from_transition_matrix(rows[keep], o, a, info=dataclasses.replace(ds.info))
+    return out, stats
+
+
 def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
     sens, ckpt = task_data(task)
     sens = sens.mark_sensitive()
@@ -117,14 +181,17 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
     if name == "real":
         train = sens
     else:
+        over = dict(CONFIGS[name] or {})
+        if over.pop("checkpoint", None) == "delta":
+            if task == "proxy":
+                raise SystemExit("the delta checkpoint is pre-trained on open + medium + large: use --task mirror/umaze")
+            ckpt = DELTA_CKPT
         synth = TransitionSynthesizer.load(ckpt)
         if CONFIGS[name] is None:
             base = cpu_config()
             over = {"finetune": {k: getattr(base.finetune, k) for k in ("epochs", "batch_size", "lr")},
                     "dp": {"noise_multiplicity": base.dp.noise_multiplicity, "trainable": base.dp.trainable,
                            "max_grad_norm": base.dp.max_grad_norm}}
-        else:
-            over = CONFIGS[name]
         _apply(synth.config, over)
         synth.config.seed = seed
         rec["overrides"] = over
@@ -136,6 +203,9 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
             rec["epsilon_spent"] = h.get("epsilon")
             rec["finetune_cpu_s"] = time.process_time() - c0
         train = synth.sample(args.samples, seed=seed)
+    if args.post:
+        train, rec["post"] = rl_postprocess(train)
+        rec["config"] = f"{name}+post"
     fid = tabular_fidelity(train, sens, max_rows=20_000, seed=seed)
     rec.update({"marginal": fid.marginal, "correlation": fid.correlation})
     pred = utility_predictor(train, sens, seed=0)
@@ -212,7 +282,8 @@ def table(paths: list[Path]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--task", choices=["proxy", "umaze"])
+    ap.add_argument("--task", choices=["proxy", "mirror", "umaze"],
+                    help="mirror: pretend-sensitive umaze_mirror 20k (seed 12), public = the shipped pointmaze-umaze")
     ap.add_argument("--configs", default="real,old")
     ap.add_argument("--eps", default="10")
     ap.add_argument("--seeds", default="0")
@@ -220,6 +291,7 @@ def main() -> None:
     ap.add_argument("--real-agents", default="iql,td3bc", help="agents of the 'real' reference rows")
     ap.add_argument("--updates", type=int, default=5000)
     ap.add_argument("--samples", type=int, default=50_000)
+    ap.add_argument("--post", action="store_true", help="apply rl_postprocess to the sample (config name gets '+post')")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--table", type=Path, nargs="+", help="print the table of these result files (pooled)")
     args = ap.parse_args()
@@ -234,7 +306,7 @@ def main() -> None:
     for seed in [int(s) for s in args.seeds.split(",")]:
         for name in args.configs.split(","):
             for eps in ([None] if name in ("real", "nodp", "pretrained") else [float(e) for e in args.eps.split(",")]):
-                if (name, eps, seed) in done_keys(out):
+                if (name + ("+post" if args.post else ""), eps, seed) in done_keys(out):
                     continue
                 rec = one_run(args.task, name, eps, seed, args)
                 with out.open("a") as f:

@@ -66,7 +66,7 @@ def _synth_view(synth, tmp: Path, n: int = 64) -> dict:
 _DESCRIPTION = ("release.description",)
 
 
-def _privorl_n(unit: str, dp_normalizer: bool = False):
+def _privorl_n(unit: str, dp_normalizer: bool = False, next_state: str = "absolute"):
     def run(sens: OfflineDataset, tmp: Path) -> dict:
         import dataclasses
 
@@ -79,7 +79,7 @@ def _privorl_n(unit: str, dp_normalizer: bool = False):
             extra = dict(public=None, normalizer_epsilon=1.0, obs_bounds=(-10.0, 10.0), reward_bounds=(-5.0, 5.0))
         else:
             extra = dict(public=[public_data()])
-        res = synthesize(sens, epsilon=5.0, delta=1e-3, unit=unit, n=128, config=tiny_config(),
+        res = synthesize(sens, epsilon=5.0, delta=1e-3, unit=unit, n=128, config=tiny_config(next_state=next_state),
                          out_dataset="privsynth/neighbour-v0", overwrite=True, progress=False, **extra)
         return {"release": minari_metadata("privsynth/neighbour-v0"), "card": res.dataset.info.privacy_card,
                 "info": res.dataset.info.to_dict(), "checkpoint": res.synthesizer.state()}
@@ -137,6 +137,9 @@ def _paths() -> list[ReleasingPath]:
                       _SAMPLE + _DESCRIPTION + ("*.rows",)),
         ReleasingPath("release privorl-n trajectory", _privorl_n("trajectory"), _sens_transitions,
                       _SAMPLE + _DESCRIPTION, slow=True),
+        # rows holding s' - s (normaliser of public Δs, decoded after sampling)
+        ReleasingPath("release privorl-n transition delta", _privorl_n("transition", next_state="delta"),
+                      _sens_transitions, _SAMPLE + _DESCRIPTION + ("*.rows",), slow=True),
     ]
     paths.append(ReleasingPath("release privsyn (generic path)", _release_registered("privsyn"), _sens_transitions,
                                _GRID + _DESCRIPTION, slow=True))

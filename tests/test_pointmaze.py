@@ -14,6 +14,7 @@ from privsynth.data.pointmaze import (
     PointMazeConfig,
     eval_env_spec,
     generate_pointmaze,
+    maze_map,
     reference_scores,
 )
 from privsynth.errors import InvalidData
@@ -42,7 +43,8 @@ def test_planner_shortest_path_umaze():
 def test_controller_reaches_goals_on_every_map(maze):
     """From several random starts, the noiseless controller reaches a random goal within the map's episode length."""
     _register()
-    env = gym.make(f"PointMaze_{MAZES[maze]}-v3", continuing_task=True, reset_target=True, max_episode_steps=10**6)
+    env = gym.make(f"PointMaze_{MAZES[maze]}-v3", continuing_task=True, reset_target=True, max_episode_steps=10**6,
+                   maze_map=maze_map(maze))
     ctrl = WaypointController(env.unwrapped.maze, rng=np.random.default_rng(0))
     obs, _ = env.reset(seed=1)
     reached, since = 0, 0
@@ -124,6 +126,19 @@ def test_reference_scores_normalise_expert_100_random_0():
     lo2, hi2 = reference_scores("umaze", episodes=10, seed=1000)
     assert 75 <= ds.normalized_score(hi2) <= 125
     assert -25 <= ds.normalized_score(lo2) <= 25
+
+
+def test_umaze_mirror_is_umaze_flipped_left_right_in_data_and_evaluation():
+    umaze, mirror = maze_map("umaze"), maze_map("umaze_mirror")
+    assert mirror == [row[::-1] for row in umaze] and mirror != umaze
+    ds = generate_pointmaze(PointMazeConfig(maze="umaze_mirror", steps=50, ref_episodes=1), progress=False)
+    assert ds.info.extra["collection_env_kwargs"]["maze_map"] == mirror
+    env = make_env(ds.info)
+    grid = env.unwrapped.maze.maze_map
+    assert [[int(c == 1) for c in row] for row in grid] == mirror  # the evaluation env runs the mirrored map
+    r, c = EVAL_GOAL_CELLS["umaze_mirror"]
+    assert grid[r][c] == "g" and mirror[r][c] == 0
+    env.close()
 
 
 def test_bad_config():

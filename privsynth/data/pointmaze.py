@@ -47,19 +47,28 @@ __all__ = [
     "MAZES",
     "EPISODE_STEPS",
     "EVAL_GOAL_CELLS",
+    "CUSTOM_MAZES",
+    "maze_map",
 ]
 
-MAZES: dict[str, str] = {"open": "Open", "umaze": "UMaze", "medium": "Medium", "large": "Large"}
-EPISODE_STEPS: dict[str, int] = {"open": 300, "umaze": 300, "medium": 600, "large": 800}
-# The single goal cell of Minari's EVAL_ENV_MAPS (row, col), D4RL's fixed maze2d targets.
-EVAL_GOAL_CELLS: dict[str, tuple[int, int]] = {"open": (2, 3), "umaze": (1, 1), "medium": (6, 6), "large": (7, 9)}
+MAZES: dict[str, str] = {"open": "Open", "umaze": "UMaze", "medium": "Medium", "large": "Large",
+                         "umaze_mirror": "UMaze"}
+EPISODE_STEPS: dict[str, int] = {"open": 300, "umaze": 300, "medium": 600, "large": 800, "umaze_mirror": 300}
+# The single goal cell of Minari's EVAL_ENV_MAPS (row, col), D4RL's fixed maze2d targets; umaze_mirror's is umaze's
+# goal mirrored.
+EVAL_GOAL_CELLS: dict[str, tuple[int, int]] = {"open": (2, 3), "umaze": (1, 1), "medium": (6, 6), "large": (7, 9),
+                                               "umaze_mirror": (1, 3)}
+# Maps that are not gymnasium-robotics' own: made from one of its maps and passed to the env as ``maze_map``.
+# ``umaze_mirror`` is U-Maze flipped left-right (same size, corridor lengths and turns): a public stand-in of umaze's
+# difficulty for choosing hyperparameters without looking at results on umaze data (docs/synthesizers.md, issue 20).
+CUSTOM_MAZES: dict[str, tuple[str, str]] = {"umaze_mirror": ("umaze", "mirror")}
 
 
 @dataclass
 class PointMazeConfig:
     """Settings of a PointMaze collection run (defaults from D4RL maze2d / Minari pointmaze generation)."""
 
-    maze: str = "umaze"  # open | umaze | medium | large
+    maze: str = "umaze"  # open | umaze | medium | large | umaze_mirror (CUSTOM_MAZES)
     steps: int = 100_000  # Minari/D4RL use 1,000,000
     seed: int = 0
     dense: bool = False  # reward exp(-distance) instead of 1[distance <= 0.45]
@@ -96,8 +105,19 @@ def _register() -> None:
 def _base_map(maze: str) -> list[list[Any]]:
     from gymnasium_robotics.envs.maze import maps
 
+    if maze in CUSTOM_MAZES:
+        base, how = CUSTOM_MAZES[maze]
+        assert how == "mirror", how
+        return [list(reversed(row)) for row in _base_map(base)]
     table = {"open": maps.OPEN, "umaze": maps.U_MAZE, "medium": maps.MEDIUM_MAZE, "large": maps.LARGE_MAZE}
     return [list(row) for row in table[maze]]
+
+
+def maze_map(maze: str) -> list[list[Any]]:
+    """The grid of a map (1 = wall, 0 = free), a fresh copy; custom maps (:data:`CUSTOM_MAZES`) included."""
+    if str(maze).lower() not in MAZES:
+        raise InvalidData(f"unknown maze '{maze}'; choose one of {', '.join(MAZES)}")
+    return _base_map(str(maze).lower())
 
 
 def eval_env_spec(maze: str, dense: bool = False) -> tuple[str, dict[str, Any]]:
@@ -173,7 +193,8 @@ def reference_scores(
 def generate_pointmaze(cfg: PointMazeConfig, progress: bool = True) -> OfflineDataset:
     """Collect a PointMaze dataset as D4RL maze2d (see module docstring); deterministic under ``cfg.seed``."""
     _register()
-    env = gym.make(cfg.env_id, continuing_task=True, reset_target=True, max_episode_steps=cfg.steps + 1)
+    custom = {"maze_map": _base_map(cfg.maze)} if cfg.maze in CUSTOM_MAZES else {}
+    env = gym.make(cfg.env_id, continuing_task=True, reset_target=True, max_episode_steps=cfg.steps + 1, **custom)
     maze = env.unwrapped.maze
     low, high = env.action_space.low.astype(np.float32), env.action_space.high.astype(np.float32)
     noise_ss, jitter_ss = np.random.SeedSequence(cfg.seed).spawn(2)
@@ -230,7 +251,7 @@ def generate_pointmaze(cfg: PointMazeConfig, progress: bool = True) -> OfflineDa
             "generator": "privsynth.data.pointmaze",
             "config": dataclasses.asdict(cfg),
             "collection_env_id": cfg.env_id,
-            "collection_env_kwargs": {"continuing_task": True, "reset_target": True},
+            "collection_env_kwargs": {"continuing_task": True, "reset_target": True, **custom},
             "algorithm": "QIteration waypoint controller + N(0, 0.5^2) action noise",
         },
     )

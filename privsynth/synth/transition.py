@@ -18,6 +18,13 @@ memory (:attr:`TransitionSynthesizer.last_finetune_loss`) and never saved or car
 Ablations (PrivORL section IX) are switches of :class:`~privsynth.synth.config.TransitionSynthConfig`: skip
 :meth:`pretrain` (DPDM), ``pretrain_curiosity=False`` (PDP-Diffusion), ``finetune_curiosity=True`` (FineCur),
 ``private=False`` (no privacy).
+
+How a row holds the next state (absolute ``s′`` or ``Δs = s′ − s``) is the normaliser's business:
+:mod:`privsynth.synth.next_state`.
+
+Why this module is long: it is the one class behind PrivORL-n's verbs (pre-train, DP fine-tune at two units, sample,
+card, save/load), each a few dozen lines that share the model, EMA, normaliser and ledger state; the pieces that stand
+alone (EDM, denoiser, sampler, curiosity, EMA, checkpoint I/O, the row encoding) already live in their own modules.
 """
 from __future__ import annotations
 
@@ -47,6 +54,7 @@ from privsynth.synth.curiosity import RND, CuriosityMixer
 from privsynth.synth.denoiser import ResidualMLPDenoiser
 from privsynth.synth.edm import EDM
 from privsynth.synth.ema import EMA
+from privsynth.synth.next_state import DeltaNormalizer, fit_public_normalizer, restore_normalizer
 from privsynth.synth.sampling import sample_dpm, sample_rows
 
 __all__ = ["TransitionSynthesizer", "UnitLoss", "FORMAT"]
@@ -154,6 +162,29 @@ class TransitionSynthesizer(NetworkSynthesizer):
         self.ema = EMA(self.model, decay=t.ema_decay, every=t.ema_every, warmup=t.ema_warmup)
         if self.normalizer is not None and self.normalizer.dim != self.data_dim:
             raise SpaceMismatch(f"normaliser has {self.normalizer.dim} columns but transitions have {self.data_dim}")
+        self._check_next_state()
+
+    def _check_next_state(self) -> None:
+        """A ``next_state = "delta"`` model needs a normaliser of Δs rows (fitted on public data), and vice versa."""
+        if self.normalizer is None:
+            return
+        delta = isinstance(self.normalizer, DeltaNormalizer)
+        if delta != (self.config.next_state == "delta"):
+            raise InvalidData(
+                f"config.next_state is '{self.config.next_state}' but the normaliser ({self.normalizer.source}) "
+                f"{'encodes' if delta else 'does not encode'} s' - s: a delta model needs public statistics of Δs "
+                "(pre-train or fit_public_stats with next_state='delta'), not fixed bounds or a DP normaliser of s'"
+            )
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        """As the base class, with the normaliser's own class (a delta one stays a delta one)."""
+        saved = state["normalizer"]
+        super()._restore({**state, "normalizer": None})
+        if saved is not None:
+            self.normalizer = restore_normalizer(saved)
+            if self.normalizer.dim != self.data_dim:
+                raise SpaceMismatch(f"normaliser has {self.normalizer.dim} columns but transitions have {self.data_dim}")
+            self._check_next_state()
 
     def _check_data(self, ds: OfflineDataset) -> None:
         if self.obs_dim is not None:
@@ -199,7 +230,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
         for ds in datasets:
             self._check_data(ds)
         if self.normalizer is None:
-            self.normalizer = Normalizer.fit_public(datasets)
+            self.normalizer = fit_public_normalizer(datasets, self.config.next_state)
         rows = np.concatenate([ds.transition_matrix() for ds in datasets])
         self.discrete_values = self._discrete_support(rows)
         x = torch.as_tensor(self.normalizer.normalize(rows))
@@ -221,7 +252,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
             raise InvalidData("no public dataset to fit the normaliser on")
         for ds in datasets:
             refuse_sensitive(ds, "fit public statistics")
-        self.normalizer = Normalizer.fit_public(datasets)
+        self.normalizer = fit_public_normalizer(datasets, self.config.next_state)
         self.discrete_values = self._discrete_support(np.concatenate([ds.transition_matrix() for ds in datasets]))
         self.public_data += [ds.info.name for ds in datasets]
         return self
@@ -406,6 +437,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
             check_epsilon(epsilon)
             check_delta(delta, sensitive.n_transitions if unit == "transition" else sensitive.n_episodes)
         self._check_can_finetune(sensitive)
+        self._check_next_state()
         if self.config.private:
             self._check_normalizer_accounted(unit)
         assert self.model is not None and self.ema is not None and self.normalizer is not None
