@@ -41,13 +41,12 @@ from tqdm.auto import tqdm
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.data.normalize import Normalizer, refuse_sensitive
 from privsynth.errors import InvalidData, PrivacyError, SpaceMismatch
-from privsynth.synth.checkpoint import atomic_torch_save, load_weights_only, read_checkpoint
+from privsynth.synth.checkpoint import read_checkpoint
 from privsynth.synth.base import NetworkSynthesizer, Unit
 from privsynth.synth.config import (
     TrainConfig,
     TransitionSynthConfig,
     config_from_dict,
-    config_to_dict,
     cpu_config,
 )
 from privsynth.synth.curiosity import RND, CuriosityMixer
@@ -55,6 +54,7 @@ from privsynth.synth.denoiser import ResidualMLPDenoiser
 from privsynth.synth.edm import EDM
 from privsynth.synth.ema import EMA
 from privsynth.synth.next_state import DeltaNormalizer, fit_public_normalizer, restore_normalizer
+from privsynth.synth.plain_training import train_plain
 from privsynth.synth.sampling import sample_dpm, sample_rows
 
 __all__ = ["TransitionSynthesizer", "UnitLoss", "FORMAT"]
@@ -146,15 +146,8 @@ class TransitionSynthesizer(NetworkSynthesizer):
         self.discrete_values: dict[int, list[float]] = {}  # column -> value set, learnt from public data only
 
     # ------------------------------------------------------------------------------------------------ building
-    @property
-    def data_dim(self) -> int:
-        if self.obs_dim is None or self.act_dim is None:
-            raise InvalidData("the synthesizer has not seen any data yet: pre-train it or load a checkpoint")
-        return 2 * self.obs_dim + self.act_dim + 2
-
     def _build(self, obs_dim: int, act_dim: int, template: DatasetInfo) -> None:
-        self.obs_dim, self.act_dim = obs_dim, act_dim
-        self.template = dataclasses.replace(template, sensitive=False, privacy_card=None, extra={}, name="template")
+        self._set_layout(obs_dim, act_dim, template)
         torch.manual_seed(self.config.seed)
         net = ResidualMLPDenoiser(self.data_dim, self.config.denoiser)
         self.model = EDM(net, self.config.edm)
@@ -219,12 +212,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
         ``checkpoint``: a file written every ``config.pretrain.checkpoint_every`` steps; if it exists, training
         resumes from it.
         """
-        datasets = [public] if isinstance(public, OfflineDataset) else list(public)
-        if not datasets:
-            raise InvalidData("pre-training needs at least one public dataset")
-        for ds in datasets:
-            refuse_sensitive(ds, "pre-train a synthesizer")
-            datasets[0].check_compatible(ds)
+        datasets = self._public_datasets(public)
         if self.model is None:
             self._build(datasets[0].obs_dim, datasets[0].act_dim, datasets[0].info)
         for ds in datasets:
@@ -288,105 +276,22 @@ class TransitionSynthesizer(NetworkSynthesizer):
         progress: bool,
         checkpoint: Path | None = None,
     ) -> None:
-        """Non-private training loop (pre-training, or fine-tuning with ``private=False``)."""
+        """Non-private training loop (pre-training, or fine-tuning with ``private=False``): the shared
+        :func:`~privsynth.synth.plain_training.train_plain` with curiosity over rows."""
         assert self.model is not None and self.ema is not None
-        n = x.shape[0]
-        bs = min(tc.batch_size, n)
-        steps_per_epoch = max(1, n // bs)
-        total = max(1, int(round(tc.epochs * steps_per_epoch)))
-        if tc.max_steps is not None:
-            total = min(total, tc.max_steps)
-        opt = torch.optim.AdamW(self.model.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay)
-        self.ema.reset(self.model, decay=tc.ema_decay, every=tc.ema_every)
+        model = self.model
         mixer = self._make_mixer() if curiosity and self.config.curiosity.rate > 0 else None
-        refresh = self.config.curiosity.refresh_every or steps_per_epoch
-        gen = torch.Generator().manual_seed(self.config.seed + 3)
-        step = 0
-        perm = torch.randperm(n, generator=gen)
-        if checkpoint is not None and checkpoint.exists():
-            state = load_weights_only(checkpoint)
-            if state.get("phase") == phase:
-                self.model.load_state_dict(state["model"])
-                opt.load_state_dict(state["opt"])
-                self.ema.shadow.load_state_dict(state["ema"])
-                self.ema.updates, self.ema.calls = state["ema_counts"]
-                gen.set_state(state["gen"])
-                torch.set_rng_state(state["torch_rng"])
-                if mixer is not None and state.get("mixer") is not None:
-                    mixer.rnd.load_state_dict(state["mixer"]["rnd"])
-                    mixer.top = state["mixer"]["top"]
-                perm = state["perm"]
-                step = state["step"]
-        self.model.train()
-        losses: list[float] = []
-        t0, c0 = time.perf_counter(), time.process_time()
-        t_sampling = 0.0
-        bar = tqdm(total=total, initial=step, desc=phase, disable=not progress, unit="step", leave=False)
-        while step < total:
-            pos = (step % steps_per_epoch) * bs
-            if pos == 0 and step > 0:
-                perm = torch.randperm(n, generator=gen)
-            batch = x[perm[pos : pos + bs]]
-            if mixer is not None and step > 0 and step % refresh == 0:
-                ts = time.perf_counter()
-                mixer.refresh(lambda k: self._draw_normalised(self.model, k, self.config.curiosity.sample_steps))
-                t_sampling += time.perf_counter() - ts
-            if mixer is not None:
-                batch, _ = mixer.mix(batch)
-            loss = self.model.random_loss(batch).mean()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if tc.grad_clip:
-                nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip)
-            opt.step()
-            self.ema.step(self.model)
-            losses.append(loss.item())
-            step += 1
-            bar.update(1)
-            if step % 50 == 0:
-                bar.set_postfix(loss=f"{np.mean(losses[-50:]):.3f}")
-            if checkpoint is not None and tc.checkpoint_every and step % tc.checkpoint_every == 0 and step < total:
-                atomic_torch_save(
-                    {
-                        "phase": phase,
-                        "step": step,
-                        "model": self.model.state_dict(),
-                        "opt": opt.state_dict(),
-                        "ema": self.ema.shadow.state_dict(),
-                        "ema_counts": (self.ema.updates, self.ema.calls),
-                        "gen": gen.get_state(),
-                        "perm": perm,
-                        "torch_rng": torch.get_rng_state(),
-                        "mixer": None if mixer is None else {"rnd": mixer.rnd.state_dict(), "top": mixer.top},
-                    },
-                    checkpoint,
-                )
-        bar.close()
-        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
-        epochs_done = step / steps_per_epoch
-        self.history.append(
-            {
-                "phase": phase,
-                "private": False,
-                "rows": n,
-                "steps": step,
-                "batch_size": bs,
-                "epochs": epochs_done,
-                "seconds": elapsed,
-                "seconds_per_epoch": elapsed / max(epochs_done, 1e-9),
-                "cpu_seconds_per_epoch": cpu / max(epochs_done, 1e-9),
-                "curiosity_sampling_seconds": t_sampling,
-                "curiosity_refreshes": mixer.refreshes if mixer is not None else 0,
-            }
-        )
-        final = float(np.mean(losses[-50:])) if losses else None
+        stats = train_plain(model, self.ema, x, tc, loss=lambda b: model.random_loss(b).mean(), seed=self.config.seed,
+                            phase=phase, mixer=mixer,
+                            draw=lambda k, _gen: self._draw_normalised(model, k, self.config.curiosity.sample_steps),
+                            refresh_every=self.config.curiosity.refresh_every, progress=progress, checkpoint=checkpoint)
+        final = stats.pop("final_loss")
+        self.history.append({"phase": phase, "private": False, "rows": x.shape[0], **stats})
         if phase == "pretrain":  # a loss on public data may be recorded
             self.history[-1]["final_loss"] = final
         else:  # the mean loss on sensitive data went through no mechanism: in memory only, never saved or carded
             self.history[-1]["rows"] = None
             self.last_finetune_loss = final
-        if checkpoint is not None and checkpoint.exists():
-            checkpoint.unlink()
 
     # ---------------------------------------------------------------------------------------- DP fine-tuning
     def _check_can_finetune(self, sensitive: OfflineDataset) -> None:
@@ -651,60 +556,20 @@ class TransitionSynthesizer(NetworkSynthesizer):
         )
 
     # ------------------------------------------------------------------------------------------------- the card
-    def card(self) -> dict[str, Any]:
-        """The privacy card of what this synthesizer releases: the ledger's card plus how it was made."""
-        ledger = self._ledger
-        base: dict[str, Any] = {}
-        if ledger is not None:
-            base.update(ledger.card())
-            base["ledger"] = ledger.to_dict()
-        base.update(
-            {
-                "private": self.nonprivate_finetunes == 0 and ledger is not None and ledger.private,
-                "nonprivate_finetunes": self.nonprivate_finetunes,
-                "synthesizer": self.name,
-                "released_weights": "EMA",
-                "public_data": list(self.public_data),
-                "normalizer": self.normalizer.source if self.normalizer is not None else None,
-                "discrete_columns": {str(k): v for k, v in self.discrete_values.items()},
-                "phases": [dict(h) for h in self.history],
-                "sample": dict(self.last_sample_stats),
-                "config": config_to_dict(self.config),
-                "note": "dataset sizes used for sampling rates are treated as public",
-            }
-        )
-        return base
+    card_note = "dataset sizes used for sampling rates are treated as public"
+    checkpoint_format = FORMAT
+
+    def _released_privately(self) -> bool:
+        return self.nonprivate_finetunes == 0 and super()._released_privately()
+
+    def _card_facts(self) -> dict[str, Any]:
+        return {**super()._card_facts(), "nonprivate_finetunes": self.nonprivate_finetunes,
+                "discrete_columns": {str(k): v for k, v in self.discrete_values.items()}}
 
     # ------------------------------------------------------------------------------------------- persistence
     def state(self, *, ema_only: bool = False) -> dict[str, Any]:
-        if self.model is None or self.ema is None:
-            raise InvalidData("nothing to save: the synthesizer has no weights yet")
-        return {
-            "format": FORMAT,
-            "config": config_to_dict(self.config),
-            "dims": [self.obs_dim, self.act_dim],
-            "template": self.template.to_dict() if self.template else None,
-            "normalizer": self.normalizer.to_dict() if self.normalizer is not None else None,
-            "model": None if ema_only else self.model.state_dict(),
-            "ema": self.ema.shadow.state_dict(),
-            "ledger": self._ledger.to_json() if self._ledger is not None else None,
-            "public_data": self.public_data,
-            "history": self.history,
-            "nonprivate_finetunes": self.nonprivate_finetunes,
-            "discrete_values": {str(k): v for k, v in self.discrete_values.items()},
-            "normalizer_event": self.normalizer_event.to_dict() if self.normalizer_event is not None else None,
-        }
-
-    def save(self, path: str | Path, *, ema_only: bool = False, half: bool = False) -> Path:
-        """Write weights, normaliser, config and ledger to one file (atomic). ``ema_only``/``half`` shrink it."""
-        state = self.state(ema_only=ema_only)
-        if half:
-            for key in ("model", "ema"):
-                if state[key] is not None:
-                    state[key] = {k: v.half() if v.is_floating_point() else v for k, v in state[key].items()}
-        path = Path(path)
-        atomic_torch_save(state, path)
-        return path
+        return {**super().state(ema_only=ema_only), "nonprivate_finetunes": self.nonprivate_finetunes,
+                "discrete_values": {str(k): v for k, v in self.discrete_values.items()}}
 
     @classmethod
     def load(cls, path: str | Path) -> "TransitionSynthesizer":
