@@ -37,9 +37,9 @@ from privsynth.synth import TransitionSynthesizer, cpu_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRATCH = Path(os.environ.get("PRIVSYNTH_STUDY_DIR", "/tmp/privsynth_utility"))
-# the shipped pointmaze-umaze recipe (scripts/build_pretrained.py --maps umaze --epochs 5) with next_state="delta":
-#   python scripts/build_pretrained.py --maps umaze --epochs 5 --next-state delta --out $PRIVSYNTH_STUDY_DIR/pretrained_delta
-DELTA_CKPT = SCRATCH / "pretrained_delta" / "pointmaze-umaze" / "model.pt"
+# the shipped pointmaze-umaze recipe (scripts/build_pretrained.py --maps umaze --epochs 5) with next_state="delta",
+# shipped as pretrained/pointmaze-umaze-delta (the study's rows used this very file: same md5)
+DELTA_CKPT = ROOT / "pretrained" / "pointmaze-umaze-delta" / "model.pt"
 
 # Named fine-tuning configurations: overrides of cpu_config() (finetune / dp sections only; pre-training is fixed).
 CONFIGS: dict[str, dict] = {
