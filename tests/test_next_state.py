@@ -42,6 +42,7 @@ def test_delta_statistics_refuse_sensitive_data():
         fit_public_normalizer([public_data()], "sideways")
 
 
+@pytest.mark.slow
 def test_delta_synthesizer_is_accounted_saved_and_decoded(tmp_path):
     cfg = tiny_config(next_state="delta", noise_seed=None)
     synth = TransitionSynthesizer(cfg).pretrain(public_data(), progress=False)
@@ -68,3 +69,16 @@ def test_delta_config_refuses_a_normaliser_of_absolute_rows():
     synth.config.next_state = "delta"
     with pytest.raises(InvalidData, match="delta"):
         synth.finetune(sensitive_data(), 4.0, 1e-3, progress=False)
+
+
+def test_release_from_a_delta_checkpoint_keeps_its_representation(tmp_path):
+    """``synthesize(pretrained=PATH, config=...)`` keeps the checkpoint's ``next_state`` as it keeps its architecture:
+    a caller's absolute config does not turn a Δs model into a wrongly decoded absolute one."""
+    from privsynth.release import synthesize
+
+    path = TransitionSynthesizer(tiny_config(next_state="delta")).pretrain(public_data(), progress=False).save(
+        tmp_path / "delta.pt")
+    res = synthesize(sensitive_data(), epsilon=4.0, delta=1e-3, n=64, pretrained=path, config=tiny_config(),
+                     progress=False)
+    assert res.synthesizer.config.next_state == "delta" and isinstance(res.synthesizer.normalizer, DeltaNormalizer)
+    assert res.dataset.n_transitions == 64 and np.isfinite(res.dataset.next_observations).all()

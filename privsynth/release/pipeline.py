@@ -145,8 +145,10 @@ def synthesize(
         elif pretrained is not None:
             synth = load_synthesizer(resolve_pretrained(pretrained))
             check_model_fits(synth, sens)
-            if config is not None:  # keep the pre-trained architecture, take the rest of the caller's config
-                config = dataclasses.replace(config, denoiser=synth.config.denoiser, edm=synth.config.edm)
+            if config is not None:  # keep what the checkpoint was trained as (architecture, row representation),
+                # take the rest of the caller's config
+                config = dataclasses.replace(config, denoiser=synth.config.denoiser, edm=synth.config.edm,
+                                             next_state=synth.config.next_state)
                 synth.config = config
         elif done_pre is not None and done_pre.exists():
             print(f"resuming from {done_pre}: pre-training already done, DP fine-tuning")
