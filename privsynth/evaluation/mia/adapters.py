@@ -36,6 +36,15 @@ class EDMModel(Protocol):
     def edm_loss(self, x_norm: torch.Tensor, sigma: torch.Tensor, noise: torch.Tensor) -> torch.Tensor: ...
 
 
+def per_unit(row_scores: np.ndarray, unit_ids: np.ndarray, reduce: str = "sum") -> np.ndarray:
+    """Per-row scores -> one score per unit (sum or mean of its rows), units in order of first appearance."""
+    _, first, inverse = np.unique(unit_ids, return_index=True, return_inverse=True)
+    sums = np.bincount(inverse, weights=np.asarray(row_scores, dtype=np.float64))
+    if reduce == "mean":
+        sums = sums / np.bincount(inverse)
+    return sums[np.argsort(first, kind="stable")]
+
+
 class EDMAdapter(DiffusionAdapter):
     """Wraps a transition synthesizer exposing ``normalizer``, ``denoise`` and ``edm_loss`` (EMA weights, no grad)."""
 
@@ -90,11 +99,7 @@ class TrajectoryAdapter(DiffusionAdapter):
         return data.transition_matrix().astype(np.float32), np.asarray(data.episode_ids)
 
     def aggregate(self, row_scores: np.ndarray, unit_ids: np.ndarray) -> np.ndarray:
-        _, first, inverse = np.unique(unit_ids, return_index=True, return_inverse=True)
-        sums = np.bincount(inverse, weights=np.asarray(row_scores, dtype=np.float64))
-        if self.reduce == "mean":
-            sums = sums / np.bincount(inverse)
-        return sums[np.argsort(first, kind="stable")]  # order units by first appearance
+        return per_unit(row_scores, unit_ids, self.reduce)
 
 
 class FragmentAdapter(DiffusionAdapter):
@@ -167,11 +172,7 @@ class FragmentAdapter(DiffusionAdapter):
         return self.model.random_loss(data, cond, mask)  # Gaussian NLL, deterministic
 
     def aggregate(self, row_scores: np.ndarray, unit_ids: np.ndarray) -> np.ndarray:
-        _, first, inverse = np.unique(unit_ids, return_index=True, return_inverse=True)
-        sums = np.bincount(inverse, weights=np.asarray(row_scores, dtype=np.float64))
-        if self.reduce == "mean":
-            sums = sums / np.bincount(inverse)
-        return sums[np.argsort(first, kind="stable")]
+        return per_unit(row_scores, unit_ids, self.reduce)
 
 
 # Adapters by synthesizer class (the most derived registered class wins): where a new synthesizer type is made

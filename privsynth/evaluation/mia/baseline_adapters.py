@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData
 from privsynth.evaluation.mia.adapter_base import DiffusionAdapter
 
@@ -73,7 +72,7 @@ class MarginalAdapter(_NoDenoiser):
     def loss(self, x: torch.Tensor, sigma: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         rows = x.detach().cpu().numpy()
         fine = self.disc.fine_index(rows)
-        codes = np.stack([self.disc.groups[j][fine[:, j]] for j in range(self.disc.dim)], 1)
+        codes = self.disc.coarse_of(fine)
         nll = np.zeros(rows.shape[0])
         for (cols, y, is_fine), logp in zip(self.tables, self._logp):
             if is_fine:
@@ -125,6 +124,3 @@ class GeneratorAdapter(_NoDenoiser):
             for p, f in zip(params, flags):
                 p.requires_grad_(f)
         return best.double()
-
-    def records(self, data: OfflineDataset | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return super().records(data)

@@ -224,8 +224,11 @@ class Discretizer:
 
     def encode(self, rows: np.ndarray) -> np.ndarray:
         """Coarse integer codes [N, D] of ``rows``."""
+        return self.coarse_of(self.fine_index(rows))
+
+    def coarse_of(self, fine: np.ndarray) -> np.ndarray:
+        """Coarse integer codes [N, D] of fine bin indices (as returned by :meth:`fine_index`)."""
         self._check_fitted()
-        fine = self.fine_index(rows)
         return np.stack([self.groups[j][fine[:, j]] for j in range(self.dim)], 1)
 
     def coarse_one_way(self, j: int) -> np.ndarray:
