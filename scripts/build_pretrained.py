@@ -54,7 +54,8 @@ def main() -> None:
         t0 = time.perf_counter()
         synth = TransitionSynthesizer(cfg).pretrain(pubs, progress=True)
         seconds = time.perf_counter() - t0
-        name = f"pointmaze-{target}" + ("-delta" if cfg.next_state == "delta" else "")  # a Δs model never shadows
+        # the default (Δs rows) takes the plain name; an absolute-s' model never shadows it
+        name = f"pointmaze-{target}" + ("-absolute" if cfg.next_state == "absolute" else "")
         folder = os.path.join(args.out, name)
         os.makedirs(folder, exist_ok=True)
         path = synth.save(os.path.join(folder, "model.pt"), ema_only=True)
@@ -89,8 +90,8 @@ def main() -> None:
                 f"- pre-training: {h['epochs']:.1f} epochs, {h['steps']} steps of batch {h['batch_size']}, curiosity rate "
                 f"{cfg.curiosity.rate}; {h['cpu_seconds_per_epoch']:.1f} CPU s/epoch, {seconds:.0f} s wall\n"
                 f"- rows: next state as {'s′ − s (decoded as s + Δs)' if cfg.next_state == 'delta' else 'absolute s′'}\n"
-                f"- rebuild: `{card['command']}`\n- use: `privsynth synthesize --pretrained {name} ...`"
-                + (" with a config whose `next_state` is `delta`\n" if cfg.next_state == "delta" else "\n")
+                f"- rebuild: `{card['command']}`\n- use: `privsynth synthesize --pretrained {name} ...` (the release keeps "
+                f"the checkpoint's architecture and row representation)\n"
             )
         print(f"{folder}: {os.path.getsize(path) / 1e6:.2f} MB, {seconds:.0f} s", flush=True)
 

@@ -5,7 +5,8 @@ Tasks (PointMaze, sparse reward, as the shipped pre-trained checkpoints):
 * ``proxy``: pretend-sensitive = PointMaze **medium** (20k transitions, seed 12); public = open + large (50k each,
   seed 1), pre-trained here with ``cpu_config()`` pre-training (10 epochs, curiosity). Every default is chosen here.
 * ``umaze``: sensitive = PointMaze **umaze** (20k transitions, seed 2), starting from the shipped
-  ``pretrained/pointmaze-umaze`` (public open + medium + large). Only the defaults chosen on ``proxy`` are run.
+  ``pretrained/pointmaze-umaze-absolute`` (public open + medium + large; ``delta_*`` configurations start from the Δs
+  ``pretrained/pointmaze-umaze``). Only the defaults chosen on a proxy are run.
 
 For every (config, epsilon, seed): DP fine-tune -> sample 50k -> fidelity + utility predictor (policy R², dynamics
 error) -> IQL and TD3+BC (``--updates`` updates, final = mean of the last 3 evaluations of 10 episodes) in the real
@@ -38,8 +39,10 @@ from privsynth.synth import TransitionSynthesizer, cpu_config  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 SCRATCH = Path(os.environ.get("PRIVSYNTH_STUDY_DIR", "/tmp/privsynth_utility"))
 # the shipped pointmaze-umaze recipe (scripts/build_pretrained.py --maps umaze --epochs 5) with next_state="delta",
-# shipped as pretrained/pointmaze-umaze-delta (the study's rows used this very file: same md5)
-DELTA_CKPT = ROOT / "pretrained" / "pointmaze-umaze-delta" / "model.pt"
+# first shipped as pretrained/pointmaze-umaze-delta, now pretrained/pointmaze-umaze (same file: the study's rows used it)
+DELTA_CKPT = ABSOLUTE_CKPT
+# the absolute-s' rows start from the former default, now pretrained/pointmaze-umaze-absolute
+ABSOLUTE_CKPT = ROOT / "pretrained" / "pointmaze-umaze-absolute" / "model.pt"
 
 # Named fine-tuning configurations: overrides of cpu_config() (finetune / dp sections only; pre-training is fixed).
 CONFIGS: dict[str, dict] = {
@@ -96,16 +99,18 @@ def task_data(task: str):
         if not ckpt.exists():
             public = [dataset(f"{m}-50k-s1", PointMazeConfig(maze=m, steps=50_000, seed=1, ref_episodes=1))
                       for m in ("open", "large")]
-            synth = TransitionSynthesizer(cpu_config()).pretrain(public, progress=False)
+            cfg = cpu_config()
+            cfg.next_state = "absolute"  # the proxy rows of docs/synthesizers.md were absolute s'
+            synth = TransitionSynthesizer(cfg).pretrain(public, progress=False)
             synth.save(ckpt)
         return sens, ckpt
     if task == "mirror":
         sens = dataset("umaze_mirror-20k-s12",
                        PointMazeConfig(maze="umaze_mirror", steps=20_000, seed=12, ref_episodes=10))
-        return sens, ROOT / "pretrained" / "pointmaze-umaze" / "model.pt"
+        return sens, ABSOLUTE_CKPT
     if task == "umaze":
         sens = dataset("umaze-20k-s2", PointMazeConfig(maze="umaze", steps=20_000, seed=2, ref_episodes=10))
-        return sens, ROOT / "pretrained" / "pointmaze-umaze" / "model.pt"
+        return sens, ABSOLUTE_CKPT
     raise SystemExit(f"unknown task {task}")
 
 

@@ -146,6 +146,10 @@ def _paths() -> list[ReleasingPath]:
     paths.append(ReleasingPath("release privorl-n dp-normaliser", _privorl_n("transition", dp_normalizer=True),
                                _sens_transitions, _SAMPLE + _DESCRIPTION + ("*.rows", "*normalizer.mean.*",
                                                                             "*normalizer.std.*"), slow=True))
+    paths.append(ReleasingPath("release privorl-n dp-normaliser delta",  # DP statistics of the Δs rows
+                               _privorl_n("transition", dp_normalizer=True, next_state="delta"), _sens_transitions,
+                               _SAMPLE + _DESCRIPTION + ("*.rows", "*normalizer.mean.*", "*normalizer.std.*"),
+                               slow=True))
     for name in registry.names():  # every registered synthesizer, by construction
         if registry.entry(name).extra == "pgm" and importlib.util.find_spec("mbi") is None:
             continue

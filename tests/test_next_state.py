@@ -2,6 +2,8 @@
 statistics only, checkpoint round trip, and a DP fine-tune that is accounted like the absolute one."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -65,7 +67,7 @@ def test_delta_synthesizer_is_accounted_saved_and_decoded(tmp_path):
 
 
 def test_delta_config_refuses_a_normaliser_of_absolute_rows():
-    synth = TransitionSynthesizer(tiny_config()).pretrain(public_data(), progress=False)  # absolute
+    synth = TransitionSynthesizer(tiny_config(next_state="absolute")).pretrain(public_data(), progress=False)
     synth.config.next_state = "delta"
     with pytest.raises(InvalidData, match="delta"):
         synth.finetune(sensitive_data(), 4.0, 1e-3, progress=False)
@@ -78,7 +80,67 @@ def test_release_from_a_delta_checkpoint_keeps_its_representation(tmp_path):
 
     path = TransitionSynthesizer(tiny_config(next_state="delta")).pretrain(public_data(), progress=False).save(
         tmp_path / "delta.pt")
-    res = synthesize(sensitive_data(), epsilon=4.0, delta=1e-3, n=64, pretrained=path, config=tiny_config(),
-                     progress=False)
+    res = synthesize(sensitive_data(), epsilon=4.0, delta=1e-3, n=64, pretrained=path,
+                     config=tiny_config(next_state="absolute"), progress=False)
     assert res.synthesizer.config.next_state == "delta" and isinstance(res.synthesizer.normalizer, DeltaNormalizer)
     assert res.dataset.n_transitions == 64 and np.isfinite(res.dataset.next_observations).all()
+
+
+# ------------------------------------------------------------------------- the DP normaliser (no public data)
+def test_delta_bounds_come_from_the_public_state_box():
+    from privsynth.synth.next_state import delta_bounds
+
+    # rows: s (2) | a (1) | r | s' (2) | terminal
+    low, high = np.array([-1.0, 0.0, -2.0, -5.0, -1.0, 0.0, 0.0]), np.array([3.0, 1.0, 2.0, 5.0, 3.0, 1.0, 1.0])
+    lo, hi = delta_bounds(low, high, obs_dim=2)
+    np.testing.assert_array_equal(lo, [-1.0, 0.0, -2.0, -5.0, -4.0, -1.0, 0.0])
+    np.testing.assert_array_equal(hi, [3.0, 1.0, 2.0, 5.0, 4.0, 1.0, 1.0])
+    np.testing.assert_array_equal(low, [-1.0, 0.0, -2.0, -5.0, -1.0, 0.0, 0.0])  # the caller's box is not changed
+
+
+def test_dp_delta_normaliser_estimates_the_step_with_accounted_secure_noise():
+    """The no-public-data path of a Δs model: DP statistics of the *encoded* rows (Gaussian mechanism, two releases
+    of sensitivity 1, ε recomputed by dp-accounting), close to the true Δs statistics at a large ε, and different on
+    every call (secure noise); a seeded call repeats and says so."""
+    from dp_accounting.pld import pld_privacy_accountant
+
+    from privsynth.synth.next_state import dp_delta_normalizer
+
+    sens = sensitive_data()
+    o = sens.obs_dim
+    step = np.random.default_rng(0).normal([0.5, -0.2, 0.0, 1.0], [0.3, 0.1, 0.5, 0.2], size=sens.observations.shape)
+    sens = dataclasses.replace(sens, next_observations=(sens.observations + step).astype(np.float32))
+    norm, event = dp_delta_normalizer(sens, low=0.0, high=10.0, epsilon=1e4, delta=1e-3)
+    assert isinstance(norm, DeltaNormalizer) and norm.source == "dp"
+    step = sens.next_observations - sens.observations
+    np.testing.assert_allclose(norm.mean.numpy()[-1 - o:-1], step.mean(0), atol=0.03)
+    np.testing.assert_allclose(norm.std.numpy()[-1 - o:-1], step.std(0), atol=0.06)  # s' alone: std 2.2-2.8
+    np.testing.assert_allclose(norm.unnormalize(norm.normalize(sens.transition_matrix())), sens.transition_matrix(),
+                               atol=1e-4)
+    p = event.params
+    assert p["clip_high"][-1 - o:-1] == [10.0] * o and p["clip_low"][-1 - o:-1] == [-10.0] * o
+    assert p["noise"] == "secure" and p["n_units"] == sens.n_transitions
+    # at epsilon 1 the noise is real: two secure calls differ, a seeded pair repeats and is tagged reproducible
+    a, event = dp_delta_normalizer(sens, low=-10.0, high=10.0, epsilon=1.0, delta=1e-3)
+    b, _ = dp_delta_normalizer(sens, low=-10.0, high=10.0, epsilon=1.0, delta=1e-3)
+    assert not torch.equal(a.mean, b.mean)
+    p = event.params
+    acc = pld_privacy_accountant.PLDAccountant().compose(
+        dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(p["sigma"]), p["count"]))
+    assert acc.get_epsilon(1e-3) == pytest.approx(1.0, rel=1e-2)
+    c, ev = dp_delta_normalizer(sens, low=-10.0, high=10.0, epsilon=1.0, delta=1e-3, noise_seed=3)
+    d, _ = dp_delta_normalizer(sens, low=-10.0, high=10.0, epsilon=1.0, delta=1e-3, noise_seed=3)
+    assert torch.equal(c.mean, d.mean) and ev.params["noise"] == "reproducible"
+
+
+def test_delta_synthesizer_with_a_dp_normaliser_charges_it_and_fine_tunes():
+    cfg = tiny_config(next_state="delta", noise_seed=None)
+    synth = TransitionSynthesizer(cfg)
+    sens = sensitive_data()
+    synth.fit_dp_normalizer(sens, low=-10.0, high=10.0, epsilon=1.0, delta=1e-3)
+    assert isinstance(synth.normalizer, DeltaNormalizer) and synth.normalizer.source == "dp"
+    synth.finetune(sens, 3.0, 1e-3, progress=False)
+    names = [ev.name for ev in synth.ledger.events]
+    assert names[0].startswith("DP normalisation") and len(names) == 2
+    assert synth.history[-1]["epsilon"] < synth.ledger.epsilon() <= 1.0 + 3.0 + 1e-6  # composed, below basic comp.
+    assert np.isfinite(synth.sample(32, seed=0).next_observations).all()

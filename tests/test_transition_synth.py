@@ -11,6 +11,7 @@ import torch
 from conftest import make_toy_dataset
 from privsynth.data.normalize import Normalizer
 from privsynth.errors import PrivacyError, SpaceMismatch
+from privsynth.synth.next_state import fit_public_normalizer
 from privsynth.synth import TransitionSynthesizer
 from privsynth.synth.config import DenoiserConfig, TransitionSynthConfig, cpu_config
 from privsynth.synth.ema import EMA
@@ -215,7 +216,7 @@ def test_dp_finetune_keeps_public_normaliser_and_accounts(pretrained, tmp_path, 
     synth = TransitionSynthesizer.load(pretrained.save(tmp_path / "m.pt"))
     synth.config.dp.trajectory_batch_size = 4
     mean0, std0 = synth.normalizer.mean.clone(), synth.normalizer.std.clone()
-    ref = Normalizer.fit_public(public_data())
+    ref = fit_public_normalizer([public_data()], synth.config.next_state)
     sens = sensitive_data()
     synth.finetune(sens, 10.0, 1e-3, unit, progress=False)
     # the normaliser is exactly the public one, not refitted on the (shifted) sensitive data

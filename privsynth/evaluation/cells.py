@@ -123,7 +123,7 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     sensitive = ctx.dataset(params["data"]["sensitive"])
     if ctx.upstream is not None:
         synth = TransitionSynthesizer.load(ctx.upstream_dir / "model.pt")
-        fixed = ("preset", "denoiser", "edm", "pretrain")  # set by the checkpoint; the rest may change per cell
+        fixed = ("preset", "denoiser", "edm", "pretrain", "next_state")  # set by the checkpoint; the rest may change per cell
         _apply(synth.config, {k: v for k, v in (params.get("config") or {}).items() if k not in fixed})
         synth.config.seed = seed
     elif params.get("pretrain", "none") == "none":

@@ -22,7 +22,7 @@ from privsynth.data.dataset import OfflineDataset
 from privsynth.data.normalize import Normalizer, refuse_sensitive
 from privsynth.errors import InvalidData
 
-__all__ = ["NextState", "DeltaNormalizer", "fit_public_normalizer"]
+__all__ = ["NextState", "DeltaNormalizer", "fit_public_normalizer", "delta_bounds", "dp_delta_normalizer"]
 
 NextState = Literal["absolute", "delta"]
 
@@ -102,6 +102,34 @@ def fit_public_normalizer(datasets: Sequence[OfflineDataset], next_state: NextSt
     mean[-1], std[-1] = 0.0, 1.0  # terminal flag untouched, as Normalizer.fit_public's default skip
     names = ",".join(ds.info.name for ds in datasets)
     return DeltaNormalizer._from_base(Normalizer.from_stats(mean, std, source=f"public:{names}"), obs_dim)
+
+
+def delta_bounds(low: np.ndarray, high: np.ndarray, obs_dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """The public clipping box of Δs rows from that of absolute rows: each step lies in ``[lo − hi, hi − lo]`` of its
+    state column (both states are inside the box), so the bound is as public as the state box it comes from."""
+    lo, hi = np.array(low, dtype=np.float64), np.array(high, dtype=np.float64)
+    cols = slice(lo.shape[0] - 1 - obs_dim, lo.shape[0] - 1)
+    span = hi[:obs_dim] - lo[:obs_dim]
+    lo[cols], hi[cols] = -span, span
+    return lo, hi
+
+
+def dp_delta_normalizer(sensitive: OfflineDataset, *, low: np.ndarray | float, high: np.ndarray | float, **kwargs) -> tuple[
+        "DeltaNormalizer", object]:
+    """A :class:`DeltaNormalizer` (source ``"dp"``) whose statistics are DP estimates on the sensitive Δs rows, and the
+    ledger event: the Gaussian mechanism of :func:`privsynth.privacy.dp_stats.dp_normalizer_stats` on the encoded
+    rows, clipped to :func:`delta_bounds` of the absolute box ``low``/``high`` (per column, or one scalar for all). ``kwargs`` go to it unchanged
+    (``epsilon``, ``delta``, ``unit``, ``accountant``, ``noise_seed``)."""
+    from privsynth.privacy.dp_stats import dp_normalizer_stats
+
+    rows = sensitive.transition_matrix()
+    obs_dim, dim = sensitive.obs_dim, rows.shape[1]
+    probe = DeltaNormalizer(dim, obs_dim)
+    lo, hi = delta_bounds(np.broadcast_to(np.asarray(low, dtype=np.float64), (dim,)),
+                          np.broadcast_to(np.asarray(high, dtype=np.float64), (dim,)), obs_dim)
+    kwargs.setdefault("episode_ids", sensitive.episode_ids)
+    mean, std, event = dp_normalizer_stats(probe.encode(rows), low=lo, high=hi, **kwargs)
+    return DeltaNormalizer._from_base(Normalizer.from_stats(mean, std, source="dp"), obs_dim), event
 
 
 def restore_normalizer(d: dict) -> Normalizer:

@@ -245,6 +245,21 @@ class TransitionSynthesizer(NetworkSynthesizer):
         self.public_data += [ds.info.name for ds in datasets]
         return self
 
+    def fit_dp_normalizer(self, sensitive: OfflineDataset, *, low: Any, high: Any, epsilon: float, delta: float,
+                          unit: str = "transition", accountant: str = "pld") -> "TransitionSynthesizer":
+        """As the base class; with ``next_state = "delta"`` the DP statistics are those of the Δs rows, clipped to the
+        box :func:`~privsynth.synth.next_state.delta_bounds` derives from the public state bounds."""
+        if self.config.next_state != "delta":
+            return super().fit_dp_normalizer(sensitive, low=low, high=high, epsilon=epsilon, delta=delta, unit=unit,
+                                             accountant=accountant)
+        from privsynth.synth.next_state import dp_delta_normalizer
+
+        norm, event = dp_delta_normalizer(sensitive, low=low, high=high, epsilon=epsilon,
+                                          delta=delta, unit=unit, accountant=accountant,
+                                          noise_seed=getattr(self.config, "noise_seed", None))
+        self.normalizer, self.normalizer_event = norm, event
+        return self
+
     def _discrete_support(self, public_rows: np.ndarray) -> dict[int, list[float]]:
         """Columns (terminal excluded) with few distinct values in the public data, and those values."""
         out: dict[int, list[float]] = {}
