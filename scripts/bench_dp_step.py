@@ -11,7 +11,10 @@ Gaussian noise, Adam. The non-private step is forward, mean-loss backward, Adam.
 over N units, negligible). Medians over ``--steps`` steps after ``--warmup``. ``bk σ=0`` is the bk step without
 its noise (the clipping's own cost); the last line of each model times the noise draw alone (one normal per
 parameter from torch's CPU generator, ~6-8 ns each here): for the 6.4 M-parameter MLP at batch 256 that draw is
-about 0.2x of a non-private step, a floor no clipping method removes on one thread.
+about 0.2x of a non-private step, a floor no clipping method removes on one thread. ``bk ahead`` is the bk step as
+:func:`~privsynth.privacy.dp_train` runs it on one process: the next step's noise is drawn on a helper thread
+(``_DrawAhead``) while the step computes, so on a second core the draw leaves the critical path; the line after the
+table gives its CPU time per step too (both threads), since the wall ratio hides the draw but does not remove it.
 
     OMP_NUM_THREADS=1 python scripts/bench_dp_step.py            # all models and modes
     OMP_NUM_THREADS=1 python scripts/bench_dp_step.py --quick    # fewer steps
@@ -137,24 +140,28 @@ def bench(name: str, make_model, batch: tuple[torch.Tensor, ...], modes: list[st
         plain_opt.step()
 
     variants["non-private"] = plain_step
-    labels = list(modes) + (["bk σ=0"] if "bk" in modes else [])
+    labels = list(modes) + (["bk ahead", "bk σ=0"] if "bk" in modes else [])
     for label in labels:
-        mode, sigma = (label, 1.0) if label in modes else ("bk", 0.0)  # σ = 0: the clipping alone, without the noise
+        mode, sigma = (label, 1.0) if label in modes else ("bk", 0.0 if label == "bk σ=0" else 1.0)
         torch.manual_seed(0)
         model = make_model()
         opt = torch.optim.Adam(model.parameters(), lr=1e-4)
         engine = _Engine(model, opt, mode, sigma=sigma, max_grad_norm=1.0, expected_batch=b,
                          gen=torch.Generator().manual_seed(0))
+        if label == "bk ahead":  # what dp_train does for bk on one process: the next noise drawn on a helper thread
+            engine.draw_ahead(b, 1.0, warmup + steps)
         engines.append(engine)
         variants[label] = (lambda e: (lambda: e.step(batch, b)))(engine)
     times: dict[str, list[float]] = {k: [] for k in variants}
+    cpu: dict[str, float] = {k: 0.0 for k in variants}
     try:
         for r in range(warmup + steps):
             for key, fn in variants.items():
-                t0 = time.perf_counter()
+                c0, t0 = time.process_time(), time.perf_counter()
                 fn()
                 if r >= warmup:
                     times[key].append(time.perf_counter() - t0)
+                    cpu[key] += time.process_time() - c0
     finally:
         for e in engines:
             e.close()
@@ -165,6 +172,9 @@ def bench(name: str, make_model, batch: tuple[torch.Tensor, ...], modes: list[st
         ratios = sorted(x / y for x, y in zip(times[mode], times["non-private"]))
         print(f"  {mode:6s} DP step {t * 1e3:8.1f} ms   ratio of medians {t / base:5.2f}x   "
               f"median per-round ratio {statistics.median(ratios):5.2f}x", flush=True)
+    if "bk ahead" in cpu:  # process time counts both threads; the helper's draw may finish inside the next variant
+        print(f"  CPU time per step (all threads): non-private {cpu['non-private'] / steps * 1e3:.1f} ms, bk "
+              f"{cpu['bk'] / steps * 1e3:.1f} ms, bk ahead {cpu['bk ahead'] / steps * 1e3:.1f} ms", flush=True)
     buf, gen = torch.empty(n_params), torch.Generator().manual_seed(0)
     draws = []
     for _ in range(5):

@@ -288,3 +288,24 @@ def test_failed_training_leaves_no_sensitive_update():
                                                             grad_sample_mode="bk"), on_step=stop)
     for k, v in model.state_dict().items():
         torch.testing.assert_close(v, before[k], rtol=0, atol=0)
+
+
+def test_draw_ahead_gives_the_sequential_draws_and_weights():
+    """bk on one process draws the next step's mask and noise on a helper thread: with a reproducible generator the
+    batches and the trained weights equal the sequential loop's bit for bit, and a secure run is not repeatable."""
+    x = torch.randn(200, 6, generator=torch.Generator().manual_seed(0))
+
+    def run(ahead: bool, seed: int | None):
+        torch.manual_seed(1)
+        model = StepLoss()
+        cfg = DPSGDConfig(delta=1e-3, batch_size=20, epochs=2, noise_multiplier=1.0, grad_sample_mode="bk",
+                          noise_seed=seed, draw_ahead=ahead)
+        res = dp_train(model, (x,), cfg)
+        assert all(p.grad is None for p in model.parameters())
+        return res, [p.detach().clone() for p in model.parameters()]
+
+    (seq, w_seq), (ahd, w_ahd) = run(False, 5), run(True, 5)
+    assert seq.batch_sizes == ahd.batch_sizes and seq.steps == ahd.steps == 20
+    assert all(torch.equal(a, b) for a, b in zip(w_seq, w_ahd))
+    (_, w1), (_, w2) = run(True, None), run(True, None)
+    assert not all(torch.equal(a, b) for a, b in zip(w1, w2))
