@@ -257,11 +257,16 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
         normalizer_epsilon=args.dp_normalizer,
         obs_bounds=_pair(args.obs_bounds, "--obs-bounds"),
         reward_bounds=_pair(args.reward_bounds, "--reward-bounds"),
+        postprocess=args.postprocess,
     )
     if args.save_model:
         res.synthesizer.save(args.save_model)
     st = getattr(res.synthesizer, "last_sample_stats", None) or {}
     dropped = f", {st['nan_rows_dropped']} NaN rows dropped" if "nan_rows_dropped" in st else ""
+    post = (res.dataset.info.extra or {}).get("postprocess") if args.postprocess else None
+    if post:
+        dropped += (f"; post-processed: {post['rows_kept']}/{post['rows_in']} rows kept, rewards changed "
+                    f"{post['reward_changed']:.1%}, mean |Δs′| {post['next_state_mean_change']:.3g}")
     print(
         f"wrote {res.dataset.n_transitions} synthetic transitions ({args.synth}) to {args.out_dataset}: epsilon "
         f"{res.epsilon:.4g} at delta {args.delta:g} ({args.unit}){dropped}; "
@@ -346,6 +351,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--reward-bounds", default=None, metavar="LOW,HIGH",
                    help="public reward bounds (--dp-normalizer; the environment spec has none)")
     p.add_argument("--save-model", default=None, help="also save the fine-tuned synthesizer here")
+    p.add_argument("--postprocess", action="store_true",
+                   help="before writing, repair the rows with the public environment (actions clipped, s' "
+                        "re-simulated, reward recomputed, states in walls dropped; free under DP; PointMaze and "
+                        "MuJoCo locomotion)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing dataset with this id, and discard unreadable resume files")
     _add_dp(p)

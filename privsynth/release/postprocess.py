@@ -29,8 +29,7 @@ from typing import Any
 import numpy as np
 
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
-from privsynth.data.normalize import refuse_sensitive
-from privsynth.errors import InvalidData, PrivsynthError
+from privsynth.errors import InvalidData, PrivacyError, PrivsynthError
 
 __all__ = ["postprocess", "SUPPORTED"]
 
@@ -57,7 +56,9 @@ def postprocess(
     from privsynth.evaluation.rl_checks import MujocoLocomotionAdapter, PointMazeAdapter, RLCheckConfig, adapter_for
     from privsynth.release.support import environment_facts
 
-    refuse_sensitive(dataset, "post-process (post-processing is for DP outputs)")
+    if dataset.info.sensitive:
+        raise PrivacyError(f"refusing to post-process sensitive dataset '{dataset.info.name}': post-processing is for "
+                           "DP outputs (synthetic releases), and it would publish a function of the sensitive rows")
     t0, c0 = time.perf_counter(), time.process_time()
     info = dataset.info
     if environment is not None:
