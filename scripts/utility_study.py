@@ -256,7 +256,8 @@ def main() -> None:
     ap.add_argument("--real-agents", default="iql,td3bc", help="agents of the 'real' reference rows")
     ap.add_argument("--updates", type=int, default=5000)
     ap.add_argument("--samples", type=int, default=50_000)
-    ap.add_argument("--post", action="store_true", help="apply privsynth.release.postprocess to the sample (config name gets '+post')")
+    ap.add_argument("--post", action="store_true",
+                    help="apply privsynth.release.postprocess to the sample (config name gets '+post')")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--table", type=Path, nargs="+", help="print the table of these result files (pooled)")
     args = ap.parse_args()

@@ -138,20 +138,23 @@ def test_output_is_a_rowwise_function_of_the_rows_and_the_environment_spec(spars
     assert differs[i] and differs.sum() == 1
 
 
+def _cheetah_rollout(steps: int) -> OfflineDataset:
+    """``steps`` random-action HalfCheetah transitions in one episode (arrays filled in place)."""
+    env = gym.make("HalfCheetah-v5")
+    act = np.stack([env.action_space.sample() for _ in range(steps)])
+    obs = np.empty((steps + 1, env.observation_space.shape[0]))
+    rew, term = np.empty(steps), np.zeros(steps, bool)
+    obs[0] = env.reset(seed=0)[0]
+    for t in range(steps):
+        obs[t + 1], rew[t], term[t] = env.step(act[t])[:3]
+    env.close()
+    return OfflineDataset(obs[:-1], act, rew, obs[1:], term, np.zeros(steps, bool), np.zeros(steps, int),
+                          info=DatasetInfo(name="hc", env_id="HalfCheetah-v5"))
+
+
 def test_mujoco_locomotion_rows_are_restored(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # MuJoCo writes compiler warnings to MUJOCO_LOG.TXT in the working directory
-    env = gym.make("HalfCheetah-v5")
-    obs, _ = env.reset(seed=0)
-    rows = []
-    for _ in range(40):
-        a = env.action_space.sample()
-        nxt, r, term, _, _ = env.step(a)
-        rows.append((obs, a, r, nxt, term))
-        obs = nxt
-    env.close()
-    o, a, r, n, t = (np.array(x) for x in zip(*rows))
-    real = OfflineDataset(o, a, r, n, t, np.zeros(len(r), bool), np.zeros(len(r), int),
-                          info=DatasetInfo(name="hc", env_id="HalfCheetah-v5"))
+    real = _cheetah_rollout(40)
     same, st = postprocess(real)
     assert st["adapter"] == "mujoco" and st["rows_kept"] == 40 and st["next_state_max_change"] < 1e-4
     np.testing.assert_allclose(same.rewards, real.rewards, atol=1e-4)

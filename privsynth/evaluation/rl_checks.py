@@ -17,8 +17,8 @@ merely has the right marginals. These checks can, because the environment is kno
   fraction of bins visited by the real and by the synthetic data, their Jaccard overlap, the fraction of synthetic
   states in bins the real data visits, and the fraction of synthetic states in no valid bin (inside a wall).
 
-Environment-specific code lives in small adapters (:class:`EnvAdapter`): ``simulate`` (state setter + one step), ``in_wall``,
-``reward``, ``terminal`` and ``bins``. :func:`adapter_for` picks one from a dataset's info:
+Environment-specific code lives in small adapters (:class:`EnvAdapter`): ``simulate`` (state setter + one step),
+``reward``, ``terminal``, ``in_wall`` and ``bins``. :func:`adapter_for` picks one from a dataset's info:
 :class:`PointMazeAdapter` for gymnasium-robotics PointMaze (qpos = xy, qvel = velocity, goal from the
 ``desired_goal`` part of the flat observation), :class:`MujocoLocomotionAdapter` for gymnasium MuJoCo locomotion
 (observation = qpos without the first ``k`` root coordinates, then qvel; the excluded coordinates are set to 0, which
