@@ -167,7 +167,7 @@ def test_mujoco_locomotion_rows_are_restored(tmp_path, monkeypatch):
 
 def test_agent_cell_postprocesses_its_training_data(sparse, tmp_path):
     from privsynth.evaluation.bench.sources import save_dataset
-    from privsynth.evaluation.cells import _agent_data, agent_cell
+    from privsynth.evaluation.cells import _agent_data
 
     nxt = sparse.next_observations.copy()
     nxt[:, :2] += 0.3
@@ -182,12 +182,23 @@ def test_agent_cell_postprocesses_its_training_data(sparse, tmp_path):
     assert none == {} and np.array_equal(plain.next_observations, nxt)
     with pytest.raises(InvalidData, match="synthetic data"):
         _agent_data({**params, "synthesizer": "real"}, ctx)
-    res = agent_cell(params, ctx)
+
+
+@pytest.mark.slow
+def test_agent_cell_trains_on_postprocessed_data_and_records_it(sparse, tmp_path):
+    from privsynth.evaluation.bench.sources import save_dataset
+    from privsynth.evaluation.cells import agent_cell
+
+    save_dataset(sparse, tmp_path / "synthetic.npz")
+    ctx = SimpleNamespace(cell_id="agent-1", upstream=object(), upstream_dir=tmp_path, dataset=lambda name: sparse)
+    res = agent_cell({"agent": "iql", "num_updates": 4, "eval_every": 4, "eval_episodes": 1, "final_k": 1,
+                      "data": {"sensitive": "umaze"}, "postprocess": True}, ctx)
     assert res["postprocess"]["rows_kept"] == sparse.n_transitions and "final_score" in res
 
 
 @pytest.mark.slow
-def test_synthesize_postprocess_writes_a_repaired_release_with_its_card(sparse):
+def test_synthesize_and_sample_postprocess_write_a_repaired_release_with_its_card(sparse, tmp_path, capsys):
+    from privsynth.cli import main
     from privsynth.data import minari_io
     from privsynth.release import synthesize
     from test_transition_synth import tiny_config
@@ -201,6 +212,12 @@ def test_synthesize_postprocess_writes_a_repaired_release_with_its_card(sparse):
     assert res.epsilon <= 5.0 and rec["costs_privacy"] is False
     again, st = postprocess(out)  # the release already obeys the environment: a second pass changes nothing
     assert st["rows_kept"] == out.n_transitions and st["reward_changed"] == 0.0 and st["next_state_max_change"] < TOL
+    minari_io.write_dataset(sparse, "pm-sensitive")  # `privsynth sample` reads its environment spec
+    model = res.synthesizer.save(tmp_path / "m.pt")
+    code = main(["sample", "--model", str(model), "-n", "300", "--out-dataset", "pm-post-cli", "--sensitive",
+                 "pm-sensitive", "--postprocess", "--quiet"])
+    assert code == 0 and "post-processed: " in capsys.readouterr().out
+    assert minari_io.load_dataset("pm-post-cli").info.privacy_card["postprocess"]["rows_in"] == 300
 
 
 def test_cli_synthesize_passes_postprocess_and_reports_it(sparse, monkeypatch, capsys):
