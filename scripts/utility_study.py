@@ -34,6 +34,7 @@ from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze  # noqa
 from privsynth.evaluation.cells import _apply  # noqa: E402
 from privsynth.evaluation.fidelity import tabular_fidelity, utility_predictor  # noqa: E402
 from privsynth.evaluation.bench.sources import load_dataset_file, save_dataset  # noqa: E402
+from privsynth.release.postprocess import postprocess  # noqa: E402
 from privsynth.synth import TransitionSynthesizer, cpu_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,47 +138,6 @@ def run_agents(train, sens, seed: int, agents: list[str], updates: int) -> dict:
     return out
 
 
-def rl_postprocess(ds):
-    """The free RL-aware post-processing of issue 20 item 3 (uses only the public environment, no data): position and
-    velocity of s' re-simulated from (s, a) in the PointMaze physics (the goal columns of s' kept as sampled), the
-    sparse reward recomputed from the public reward function (1[|s'_xy − s'_goal| <= 0.45], gymnasium-robotics
-    PointMaze; on real data this reproduces every reward and every s' to 1e-6), and rows whose s or s' lies inside a
-    wall cell dropped. Returns (dataset, stats)."""
-    import dataclasses
-
-    from privsynth.data.envs import make_env
-
-    env = make_env(ds.info)
-    env.reset(seed=0)
-    maze, point = env.unwrapped.maze, env.unwrapped.point_env
-    walls = np.array([[c == 1 for c in row] for row in maze.maze_map])
-    obs, act = ds.observations.astype(np.float64), ds.actions.astype(np.float64)
-    nxt = ds.next_observations.astype(np.float64)
-    for i in range(len(obs)):
-        point.set_state(obs[i, :2], obs[i, 2:4])
-        nxt[i, :4] = point.step(act[i])[0][:4]
-    env.close()
-
-    def in_wall(xy: np.ndarray) -> np.ndarray:
-        r = np.floor((maze.y_map_center - xy[:, 1]) / maze.maze_size_scaling).astype(int)
-        c = np.floor((xy[:, 0] + maze.x_map_center) / maze.maze_size_scaling).astype(int)
-        out = (r < 0) | (c < 0) | (r >= walls.shape[0]) | (c >= walls.shape[1])
-        ok = ~out
-        out[ok] = walls[r[ok], c[ok]]
-        return out
-
-    keep = ~in_wall(obs[:, :2]) & ~in_wall(nxt[:, :2])
-    rows = ds.transition_matrix().copy()
-    o, a = ds.obs_dim, ds.act_dim
-    rows[:, o + a] = (np.linalg.norm(nxt[:, :2] - nxt[:, 4:6], axis=1) <= 0.45).astype(np.float32)
-    rows[:, o + a + 1 : o + a + 1 + o] = nxt
-    stats = {"rows_in": len(rows), "rows_kept": int(keep.sum()),
-             "reward_changed": float(np.mean(rows[:, o + a] != ds.rewards)),
-             "next_moved": float(np.mean(np.linalg.norm(nxt[:, :2] - ds.next_observations[:, :2], axis=1)))}
-    out = ds.from_transition_matrix(rows[keep], o, a, info=dataclasses.replace(ds.info))
-    return out, stats
-
-
 def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
     sens, ckpt = task_data(task)
     sens = sens.mark_sensitive()
@@ -209,7 +169,9 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
             rec["finetune_cpu_s"] = time.process_time() - c0
         train = synth.sample(args.samples, seed=seed)
     if args.post:
-        train, rec["post"] = rl_postprocess(train)
+        # the sample carries the public pre-training data's environment (another map): simulate in the sensitive
+        # dataset's public environment spec, as the release does
+        train, rec["post"] = postprocess(train, environment=sens.info)
         rec["config"] = f"{name}+post"
     fid = tabular_fidelity(train, sens, max_rows=20_000, seed=seed)
     rec.update({"marginal": fid.marginal, "correlation": fid.correlation})
@@ -296,7 +258,8 @@ def main() -> None:
     ap.add_argument("--real-agents", default="iql,td3bc", help="agents of the 'real' reference rows")
     ap.add_argument("--updates", type=int, default=5000)
     ap.add_argument("--samples", type=int, default=50_000)
-    ap.add_argument("--post", action="store_true", help="apply rl_postprocess to the sample (config name gets '+post')")
+    ap.add_argument("--post", action="store_true",
+                    help="apply privsynth.release.postprocess to the sample (config name gets '+post')")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--table", type=Path, nargs="+", help="print the table of these result files (pooled)")
     args = ap.parse_args()

@@ -78,6 +78,13 @@ def _add_dp(p: argparse.ArgumentParser) -> None:
     p.add_argument("--finetune-curiosity", action="store_true", help="FineCur ablation")
 
 
+def _add_postprocess(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--postprocess", action="store_true",
+                   help="before writing, repair the rows with the public environment (actions clipped, s' "
+                        "re-simulated, reward recomputed, states in walls dropped; free under DP; PointMaze and "
+                        "MuJoCo locomotion)")
+
+
 def _refuse_existing(out: str, overwrite: bool) -> None:
     if Path(out).exists() and not overwrite:
         raise InvalidData(f"{out} exists; pass --overwrite to replace it")
@@ -178,6 +185,12 @@ def cmd_sample(args: argparse.Namespace) -> int:
         ds = synth.sample(args.n, seed=args.seed, method=args.sampler, steps=args.steps, progress=not args.quiet,
                           name=args.out_dataset)
     ds = prepare_release(ds, environment)
+    note = ""
+    if args.postprocess:
+        from privsynth.release.postprocess import postprocess
+
+        ds, stats = postprocess(ds)
+        note = _post_note(stats)
     budget = args.budget
     if budget is None:
         targets = [h.get("target_epsilon") for h in synth.history if h.get("private")]
@@ -187,9 +200,15 @@ def cmd_sample(args: argparse.Namespace) -> int:
     shards = f"; {len(st['shards'])} shards, seeds {[s['seed'] for s in st['shards']]}" if "shards" in st else ""
     print(
         f"wrote {ds.n_transitions} transitions to {args.out_dataset} (epsilon {spent:.4g}; "
-        f"{st['nan_rows_dropped']} NaN rows dropped; {st['returned'] / st['seconds']:.0f} rows/s{shards})"
+        f"{st['nan_rows_dropped']} NaN rows dropped; {st['returned'] / st['seconds']:.0f} rows/s{shards}){note}"
     )
     return 0
+
+
+def _post_note(stats: dict) -> str:
+    """One line of :func:`privsynth.release.postprocess.postprocess` stats for the command's summary."""
+    return (f"; post-processed: {stats['rows_kept']}/{stats['rows_in']} rows kept, rewards changed "
+            f"{stats['reward_changed']:.1%}, mean |Δs′| {stats['next_state_mean_change']:.3g}")
 
 
 def _pair(text: str | None, flag: str) -> tuple[float, float] | None:
@@ -257,11 +276,14 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
         normalizer_epsilon=args.dp_normalizer,
         obs_bounds=_pair(args.obs_bounds, "--obs-bounds"),
         reward_bounds=_pair(args.reward_bounds, "--reward-bounds"),
+        postprocess=args.postprocess,
     )
     if args.save_model:
         res.synthesizer.save(args.save_model)
     st = getattr(res.synthesizer, "last_sample_stats", None) or {}
     dropped = f", {st['nan_rows_dropped']} NaN rows dropped" if "nan_rows_dropped" in st else ""
+    if args.postprocess:
+        dropped += _post_note(res.dataset.info.extra["postprocess"])
     print(
         f"wrote {res.dataset.n_transitions} synthetic transitions ({args.synth}) to {args.out_dataset}: epsilon "
         f"{res.epsilon:.4g} at delta {args.delta:g} ({args.unit}){dropped}; "
@@ -313,6 +335,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--executor", choices=("local", "ray"), default="local", help="where the shards run")
     p.add_argument("--address", default=None, help="Ray cluster to join (None: a local Ray instance)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_postprocess(p)
     p.set_defaults(func=cmd_sample)
 
     from privsynth.synth.registry import names
@@ -346,6 +369,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--reward-bounds", default=None, metavar="LOW,HIGH",
                    help="public reward bounds (--dp-normalizer; the environment spec has none)")
     p.add_argument("--save-model", default=None, help="also save the fine-tuned synthesizer here")
+    _add_postprocess(p)
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing dataset with this id, and discard unreadable resume files")
     _add_dp(p)

@@ -6,7 +6,8 @@ The kinds glue library functions, nothing more:
 * ``synthesize``: DP fine-tune of the upstream pre-trained checkpoint on the sensitive dataset (or plain fine-tune for
   ``epsilon: null``), then sampling; writes ``synthetic.npz``, ``model.pt`` and the ledger.
 * ``agent``: :func:`privsynth.evaluation.agents.train_agent` on the synthetic (or, for ``synthesizer: real``, the real)
-  data, evaluated in the real environment; final (last-K mean) and best scores. Compatible agent cells of a stage
+  data (``postprocess: true``: post-processed first, :mod:`privsynth.release.postprocess`), evaluated in the real
+  environment; final (last-K mean) and best scores. Compatible agent cells of a stage
   (same agent, budget and evaluation) run as one batched model (:func:`agent_cells`, ``train_batched``).
 * ``fidelity``: marginal (1 − KS) and correlation scores against the real sensitive data.
 * ``mia``: :func:`privsynth.evaluation.mia.run_audit` on the upstream fine-tuned checkpoint, members = its
@@ -90,6 +91,21 @@ def _source_data(params: dict[str, Any], ctx: CellContext):
     if ctx.upstream is None:
         raise InvalidData(f"cell {ctx.cell_id} needs an upstream synthesize cell")
     return load_dataset_file(ctx.upstream_dir / "synthetic.npz")
+
+
+def _agent_data(params: dict[str, Any], ctx: CellContext) -> tuple[Any, dict[str, Any]]:
+    """Training data of an agent cell and extra result fields. ``postprocess: true`` applies
+    :func:`privsynth.release.postprocess.postprocess` (the public environment only, a deterministic function of the DP
+    sample: free under DP) to the upstream synthetic data and records its stats under ``postprocess``."""
+    data = _source_data(params, ctx)
+    if not params.get("postprocess"):
+        return data, {}
+    if params.get("synthesizer") == "real":
+        raise InvalidData(f"cell {ctx.cell_id}: postprocess applies to synthetic data, not to synthesizer: real")
+    from privsynth.release.postprocess import postprocess
+
+    data, stats = postprocess(data, environment=ctx.dataset(params["data"]["sensitive"]).info)
+    return data, {"postprocess": stats}
 
 
 # ----------------------------------------------------------------------------------------------------- kinds
@@ -197,14 +213,14 @@ def agent_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     """Train a downstream agent on the (synthetic) data and evaluate it in the real environment (PrivORL §VII)."""
     from privsynth.evaluation.agents import train_agent
 
-    data = _source_data(params, ctx)
+    data, extra = _agent_data(params, ctx)
     eval_info = ctx.dataset(params["data"]["sensitive"]).info
     run = train_agent(data, eval_info, agent=params["agent"], seed=int(params.get("seed", 0)),
                       num_updates=int(params["num_updates"]), eval_every=params.get("eval_every"),
                       eval_episodes=params.get("eval_episodes"), final_k=int(params.get("final_k", 3)),
                       progress=False)
     return {"final_score": run.final_score, "best_score": run.best_score, "updates_per_s": run.updates_per_s,
-            "train_seconds": run.train_time, "eval_seconds": run.eval_time, "curve": run.curve}
+            "train_seconds": run.train_time, "eval_seconds": run.eval_time, "curve": run.curve, **extra}
 
 
 def _agent_group_key(params: dict[str, Any]) -> dict[str, Any]:
@@ -221,15 +237,16 @@ def agent_cells(params_list: list[dict[str, Any]], ctxs: list[CellContext]) -> l
     its own seed, training data and evaluation, and gets the result :func:`agent_cell` would give it."""
     from privsynth.evaluation.agents import AgentJob, train_batched
 
-    jobs = [AgentJob(_source_data(p, c), c.dataset(p["data"]["sensitive"]).info, int(p.get("seed", 0)))
-            for p, c in zip(params_list, ctxs)]
+    prepared = [_agent_data(p, c) for p, c in zip(params_list, ctxs)]
+    jobs = [AgentJob(data, c.dataset(p["data"]["sensitive"]).info, int(p.get("seed", 0)))
+            for (data, _), p, c in zip(prepared, params_list, ctxs)]
     first = params_list[0]
     runs = train_batched(jobs, first["agent"], num_updates=int(first["num_updates"]),
                          eval_every=first.get("eval_every"), eval_episodes=first.get("eval_episodes"), final_k=int(first.get("final_k", 3)),
                          progress=False)
     return [{"final_score": r.final_score, "best_score": r.best_score, "updates_per_s": r.updates_per_s,
              "train_seconds": r.train_time, "eval_seconds": r.eval_time, "curve": r.curve,
-             "batched_with": r.batched_with} for r in runs]
+             "batched_with": r.batched_with, **extra} for r, (_, extra) in zip(runs, prepared)]
 
 
 @register_cell("fidelity")

@@ -18,7 +18,7 @@ merely has the right marginals. These checks can, because the environment is kno
   states in bins the real data visits, and the fraction of synthetic states in no valid bin (inside a wall).
 
 Environment-specific code lives in small adapters (:class:`EnvAdapter`): ``simulate`` (state setter + one step),
-``reward``, ``terminal`` and ``bins``. :func:`adapter_for` picks one from a dataset's info:
+``reward``, ``terminal``, ``in_wall`` and ``bins``. :func:`adapter_for` picks one from a dataset's info:
 :class:`PointMazeAdapter` for gymnasium-robotics PointMaze (qpos = xy, qvel = velocity, goal from the
 ``desired_goal`` part of the flat observation), :class:`MujocoLocomotionAdapter` for gymnasium MuJoCo locomotion
 (observation = qpos without the first ``k`` root coordinates, then qvel; the excluded coordinates are set to 0, which
@@ -81,6 +81,10 @@ class EnvAdapter(ABC):
         """Vectorised termination flag [N] (None when not computable)."""
         return None
 
+    def in_wall(self, obs: np.ndarray) -> np.ndarray | None:
+        """Per state [N]: True where the state is impossible (inside a wall, off the map); None: no such notion."""
+        return None
+
     @abstractmethod
     def bins(self, obs: np.ndarray) -> np.ndarray:
         """Coverage bin of each state [N] in 0..n_bins-1, or -1 for an invalid state (inside a wall, off the map)."""
@@ -133,6 +137,7 @@ class PointMazeAdapter(EnvAdapter):
         s = np.asarray(obs, dtype=np.float64)[self.state_dims]
         if self.goal is not None:
             self.maze_env.goal = np.asarray(obs, dtype=np.float64)[self.goal]
+        self.point_env.data.qacc_warmstart[:] = 0  # no solver state carried over from the previous row
         self.point_env.set_state(s[:2].copy(), s[2:4].copy())
         nxt, *_ = self.point_env.step(np.asarray(action, dtype=np.float64))
         return np.asarray(nxt, dtype=np.float64)
@@ -155,6 +160,10 @@ class PointMazeAdapter(EnvAdapter):
             return np.zeros(len(obs), dtype=bool)
         d = self._distance(obs, next_obs)
         return None if d is None else d <= 0.45
+
+    def in_wall(self, obs: np.ndarray) -> np.ndarray:
+        """The ball's centre in a wall cell or off the map (no valid coverage bin)."""
+        return self.bins(obs) < 0
 
     def bins(self, obs: np.ndarray) -> np.ndarray:
         xy = np.asarray(obs, dtype=np.float64)[:, self.pos]
@@ -217,22 +226,24 @@ class MujocoLocomotionAdapter(GridAdapter):
         self.nq, self.nv = nq, nv
         self._last: dict[str, np.ndarray] = {}
 
-    def _step(self, obs: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, float, bool]:
+    def step_from(self, obs: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, float, bool]:
+        """(next observation, reward, terminated) of one environment step from the state ``obs`` under ``action``."""
         obs = np.asarray(obs, dtype=np.float64)
         qpos = np.concatenate([np.zeros(self.hidden), obs[: self.nq - self.hidden]])
         qvel = obs[self.nq - self.hidden : self.nq - self.hidden + self.nv]
+        self.mj.data.qacc_warmstart[:] = 0  # no solver state carried over from the previous row
         self.mj.set_state(qpos, qvel)
         nxt, r, term, _, _ = self.mj.step(np.asarray(action, dtype=np.float64))
         return np.asarray(nxt, dtype=np.float64), float(r), bool(term)
 
     def simulate(self, obs: np.ndarray, action: np.ndarray) -> np.ndarray:
-        return self._step(obs, action)[0]
+        return self.step_from(obs, action)[0]
 
     def reward(self, obs: np.ndarray, action: np.ndarray, next_obs: np.ndarray) -> np.ndarray:
-        return np.array([self._step(o, a)[1] for o, a in zip(obs, action)])
+        return np.array([self.step_from(o, a)[1] for o, a in zip(obs, action)])
 
     def terminal(self, obs: np.ndarray, action: np.ndarray, next_obs: np.ndarray) -> np.ndarray:
-        return np.array([self._step(o, a)[2] for o, a in zip(obs, action)])
+        return np.array([self.step_from(o, a)[2] for o, a in zip(obs, action)])
 
     def close(self) -> None:
         self.env.close()

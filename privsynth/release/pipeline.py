@@ -64,6 +64,7 @@ def synthesize(
     normalizer_epsilon: float | None = None,
     obs_bounds: tuple[float, float] | None = None,
     reward_bounds: tuple[float, float] | None = None,
+    postprocess: bool = False,
 ) -> SynthesisResult:
     """Any registered synthesizer end to end: pretrain (public) -> DP fine-tune (sensitive) -> sample -> guarded release.
 
@@ -80,6 +81,8 @@ def synthesize(
       mean and std within public bounds: the environment spec's, ``obs_bounds`` where it has none, and
       ``reward_bounds``), charged to the ledger; DP-SGD gets the rest. The weights start untrained (DPDM).
     * ``out_dataset``: a Minari id to write; the release guard refuses if the ledger's ε exceeds ``epsilon``.
+    * ``postprocess``: repair the sampled rows with the public environment before the release
+      (:func:`privsynth.release.postprocess.postprocess`; free under DP, recorded in the privacy card).
     """
     from privsynth.data.minari_io import check_env_spaces
     from privsynth.privacy.accounting import check_delta, check_epsilon
@@ -97,7 +100,7 @@ def synthesize(
     if synth != "privorl-n":
         return _synthesize_registered(
             synth, sensitive, public_list, epsilon=epsilon, delta=delta, unit=unit, n=n, preset=preset, config=config,
-            out_dataset=out_dataset, overwrite=overwrite, progress=progress, t_all=t_all,
+            out_dataset=out_dataset, overwrite=overwrite, progress=progress, t_all=t_all, postprocess=postprocess,
             unsupported={"pretrained": pretrained is not None, "pretrain=False": not pretrain,
                          "workdir": workdir is not None},
         )
@@ -186,7 +189,7 @@ def synthesize(
             synth.save(done_fine)
     t0 = time.perf_counter()
     name = out_dataset or f"{sens.info.name}-synthetic-eps{epsilon:g}"
-    ds = prepare_release(synth.sample(n, progress=progress, name=name), sens.info)
+    ds = _maybe_postprocess(prepare_release(synth.sample(n, progress=progress, name=name), sens.info), postprocess)
     seconds["sample"] = time.perf_counter() - t0
     ledger = synth.ledger
     spent = None
@@ -214,6 +217,7 @@ def _synthesize_registered(
     progress: bool,
     t_all: float,
     unsupported: dict[str, bool],
+    postprocess: bool = False,
 ) -> SynthesisResult:
     """make -> fit -> sample -> guarded release for a registered synthesizer other than PrivORL-n."""
     from privsynth.privacy.accounting import check_delta
@@ -243,9 +247,19 @@ def _synthesize_registered(
     seconds["fit"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     ds_name = out_dataset or f"{sens.info.name}-synthetic-{name}-eps{epsilon:g}"
-    ds = prepare_release(registry.sample(synth, n_transitions=n, name=ds_name, progress=progress), sens.info)
+    ds = _maybe_postprocess(prepare_release(registry.sample(synth, n_transitions=n, name=ds_name, progress=progress),
+                                            sens.info), postprocess)
     seconds["sample"] = time.perf_counter() - t0
     spent = release_dataset(ds, synth.ledger, out_dataset, epsilon_budget=epsilon, delta=delta, overwrite=overwrite)
     seconds["total"] = time.perf_counter() - t_all
     return SynthesisResult(dataset=ds, ledger=synth.ledger, synthesizer=synth, dataset_id=out_dataset, epsilon=spent,
                            seconds=seconds)
+
+
+def _maybe_postprocess(ds: OfflineDataset, apply: bool) -> OfflineDataset:
+    """``ds`` repaired by :func:`privsynth.release.postprocess.postprocess` when ``apply`` (free under DP)."""
+    if not apply:
+        return ds
+    from privsynth.release.postprocess import postprocess
+
+    return postprocess(ds)[0]

@@ -1,0 +1,152 @@
+"""RL-aware post-processing of a synthetic release: make its rows obey the public environment (issue 20, item 3).
+
+A DP release may break the physics it claims to come from: next states that do not follow from (state, action),
+rewards that do not match the task's reward function, balls inside walls, actions outside the action box. Where the
+environment is public and simulable, those parts can be repaired from the environment alone:
+
+* ``clip_actions``: actions clipped to the environment's action box (before anything is simulated);
+* ``resimulate``: the simulated part of s′ recomputed by one environment step from (s, a) (PointMaze: x, y, vx, vy,
+  the goal columns kept as sampled; MuJoCo locomotion: the whole observation);
+* ``reward``: reward and terminal flag recomputed by the environment's reward function (PointMaze: sparse
+  1[‖s′_xy − s′_goal‖ ≤ 0.45] or dense exp(−‖s′_xy − s′_goal‖), whichever the environment id says; locomotion: the
+  reward and termination of the simulated step);
+* ``drop_in_walls``: rows whose s or s′ lies inside a wall or off the map dropped (PointMaze).
+
+**Costs no privacy.** The output is a function of the DP output's rows and the public environment spec only
+(:data:`privsynth.release.support.ENV_FACT_FIELDS`); it reads no sensitive data and draws no randomness, so by the
+post-processing theorem of differential privacy (Dwork & Roth 2014, Prop. 2.1) it is exactly as private as its input.
+It is also row-wise: each output row depends on its own input row alone. Datasets marked sensitive are refused.
+
+Environments: gymnasium-robotics PointMaze (sparse and dense) and gymnasium MuJoCo locomotion (observation =
+qpos[k:] | qvel), through the adapters of :mod:`privsynth.evaluation.rl_checks`; anything else raises.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import numpy as np
+
+from privsynth.data.dataset import DatasetInfo, OfflineDataset
+from privsynth.errors import InvalidData, PrivacyError, PrivsynthError
+
+__all__ = ["postprocess", "SUPPORTED"]
+
+SUPPORTED = "PointMaze (gymnasium-robotics, sparse or dense reward) and MuJoCo locomotion (gymnasium, qpos[k:] | qvel)"
+_CHANGED = 1e-6  # a recomputed value differing by more than this counts as changed
+
+
+def postprocess(
+    dataset: OfflineDataset,
+    *,
+    resimulate: bool = True,
+    reward: bool = True,
+    drop_in_walls: bool = True,
+    clip_actions: bool = True,
+    environment: DatasetInfo | None = None,
+) -> tuple[OfflineDataset, dict[str, Any]]:
+    """Repair a synthetic (DP) dataset with its public environment; returns (new dataset, stats). See module docstring.
+
+    ``environment``: a :class:`DatasetInfo` whose environment facts (``ENV_FACT_FIELDS`` only) replace the dataset's
+    (e.g. the evaluation environment of a benchmark); default: the dataset's own. The stats (rows in / kept, fraction
+    of actions clipped, of rewards and terminals changed, mean and max change of s′) are also recorded in the output's
+    ``info.extra["postprocess"]`` and, when it has one, its privacy card (``privacy_card["postprocess"]``).
+    """
+    from privsynth.evaluation.rl_checks import MujocoLocomotionAdapter, PointMazeAdapter, RLCheckConfig, adapter_for
+    from privsynth.release.support import environment_facts
+
+    if dataset.info.sensitive:
+        raise PrivacyError(f"refusing to post-process sensitive dataset '{dataset.info.name}': post-processing is for "
+                           "DP outputs (synthetic releases), and it would publish a function of the sensitive rows")
+    t0, c0 = time.perf_counter(), time.process_time()
+    info = dataset.info
+    if environment is not None:
+        info = dataclasses.replace(info, **environment_facts(environment))
+    if not info.env_id:
+        raise PrivsynthError(f"dataset '{info.name}' records no environment; post-processing supports {SUPPORTED}")
+    # GridAdapter/Mujoco coverage bins need reference states: the synthetic ones (never sensitive data)
+    adapter = adapter_for(info, dataset.observations, RLCheckConfig())
+    try:
+        if not isinstance(adapter, (PointMazeAdapter, MujocoLocomotionAdapter)):
+            raise PrivsynthError(f"no post-processing for environment '{info.env_id}': supported are {SUPPORTED}")
+        obs = dataset.observations.astype(np.float64)
+        act = dataset.actions.astype(np.float64)
+        nxt = dataset.next_observations.astype(np.float64)
+        rew = dataset.rewards.astype(np.float64)
+        term = dataset.terminals.copy()
+        stats: dict[str, Any] = {"adapter": adapter.name, "env_id": info.env_id, "rows_in": len(obs),
+                                 "steps": {"clip_actions": clip_actions, "resimulate": resimulate, "reward": reward,
+                                           "drop_in_walls": drop_in_walls}}
+        if isinstance(adapter, PointMazeAdapter):
+            stats["reward_type"] = adapter.reward_type
+        if clip_actions:
+            space = adapter.env.action_space
+            clipped = np.clip(act, space.low, space.high)
+            stats["actions_clipped"] = float(np.mean(np.any(clipped != act, axis=1)))
+            act = clipped
+        if resimulate or reward:
+            nxt, rew, term = _recompute(adapter, obs, act, nxt, rew, term, resimulate=resimulate, reward=reward)
+        recorded = dataset.next_observations.astype(np.float64)
+        moved = np.linalg.norm(nxt - recorded, axis=1)
+        stats.update({"next_state_mean_change": float(moved.mean()), "next_state_max_change": float(moved.max()),
+                      "reward_changed": float(np.mean(np.abs(rew - dataset.rewards) > _CHANGED)),
+                      "reward_mean_abs_change": float(np.mean(np.abs(rew - dataset.rewards))),
+                      "terminal_changed": float(np.mean(term != dataset.terminals))})
+        keep = np.ones(len(obs), dtype=bool)
+        if drop_in_walls:
+            walls = adapter.in_wall(obs)
+            if walls is not None:
+                keep = ~(walls | adapter.in_wall(nxt))
+        stats["rows_kept"] = int(keep.sum())
+        stats["rows_dropped_in_walls"] = int((~keep).sum())
+    finally:
+        adapter.close()
+    if not keep.any():
+        raise InvalidData(f"post-processing dropped every row of '{info.name}': all states lie inside walls")
+    stats["seconds"] = time.perf_counter() - t0
+    stats["cpu_seconds"] = time.process_time() - c0
+    return _with_rows(dataset, info, keep, act, rew, nxt, term, stats), stats
+
+
+def _recompute(
+    adapter: Any, obs: np.ndarray, act: np.ndarray, nxt: np.ndarray, rew: np.ndarray, term: np.ndarray,
+    *, resimulate: bool, reward: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """s′ (simulated dims), reward and terminal flag from the environment, one row at a time."""
+    from privsynth.evaluation.rl_checks import MujocoLocomotionAdapter
+
+    nxt, rew, term = nxt.copy(), rew.copy(), term.copy()
+    if isinstance(adapter, MujocoLocomotionAdapter):  # reward and termination belong to the simulated step
+        steps = [adapter.step_from(o, a) for o, a in zip(obs, act)]
+        if resimulate:
+            nxt[:, adapter.state_dims] = np.array([s[0] for s in steps])[:, adapter.state_dims]
+        if reward:
+            rew = np.array([s[1] for s in steps])
+            term = np.array([s[2] for s in steps], dtype=bool)
+        return nxt, rew, term
+    if resimulate:
+        nxt[:, adapter.state_dims] = np.array([adapter.simulate(o, a) for o, a in zip(obs, act)])
+    if reward:
+        rew = np.asarray(adapter.reward(obs, act, nxt), dtype=np.float64)
+        t_hat = adapter.terminal(obs, act, nxt)
+        if t_hat is not None:
+            term = np.asarray(t_hat, dtype=bool)
+    return nxt, rew, term
+
+
+def _with_rows(
+    dataset: OfflineDataset, info: DatasetInfo, keep: np.ndarray, act: np.ndarray, rew: np.ndarray, nxt: np.ndarray,
+    term: np.ndarray, stats: dict[str, Any],
+) -> OfflineDataset:
+    """The kept rows with their new columns; the stats recorded in ``info.extra`` and the privacy card."""
+    record = {**stats, "costs_privacy": False,
+              "note": "a function of the DP output and the public environment only (DP post-processing, "
+                      "Dwork & Roth 2014 Prop. 2.1); privsynth.release.postprocess"}
+    card = None if info.privacy_card is None else {**info.privacy_card, "postprocess": record}
+    new_info = dataclasses.replace(info, privacy_card=card, extra={**info.extra, "postprocess": record})
+    return OfflineDataset(
+        observations=dataset.observations[keep], actions=act[keep], rewards=rew[keep],
+        next_observations=nxt[keep], terminals=term[keep], timeouts=dataset.timeouts[keep],
+        episode_ids=dataset.episode_ids[keep], info=new_info,
+    )

@@ -1,0 +1,239 @@
+"""RL-aware post-processing of a release (issue 20 item 3): exact on real data, repairs perturbed rows, free under DP."""
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from privsynth.data import DatasetInfo, OfflineDataset
+from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze
+from privsynth.errors import InvalidData, PrivacyError, PrivsynthError
+from privsynth.release.postprocess import postprocess
+
+TOL = 1e-5
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["sparse", "dense"])
+def real(request):
+    return generate_pointmaze(PointMazeConfig(maze="umaze", steps=300, seed=3, dense=request.param, ref_episodes=1),
+                              progress=False)
+
+
+@pytest.fixture(scope="module")
+def sparse():
+    return generate_pointmaze(PointMazeConfig(maze="umaze", steps=300, seed=4, ref_episodes=1), progress=False)
+
+
+def _replace(ds: OfflineDataset, **arrays) -> OfflineDataset:
+    return dataclasses.replace(ds, **arrays)
+
+
+def test_real_data_is_left_unchanged(real):
+    """On data the environment generated, recomputing s′ and the (sparse or dense) reward changes nothing."""
+    out, st = postprocess(real)
+    assert st["reward_type"] == ("dense" if "Dense" in real.info.env_id else "sparse")
+    assert st["rows_kept"] == st["rows_in"] == real.n_transitions and st["rows_dropped_in_walls"] == 0
+    assert st["next_state_max_change"] < TOL and st["reward_changed"] == 0.0 and st["actions_clipped"] == 0.0
+    np.testing.assert_allclose(out.next_observations, real.next_observations, atol=TOL)
+    np.testing.assert_allclose(out.rewards, real.rewards, atol=TOL)
+    assert (real.rewards > 0).any() and (real.rewards != real.rewards[0]).any()  # the check sees non-trivial rewards
+
+
+def test_perturbed_next_states_and_rewards_are_restored(real):
+    rng = np.random.default_rng(0)
+    nxt = real.next_observations.copy()
+    nxt[:, :4] += rng.normal(0, 0.3, size=(len(nxt), 4))
+    bad = _replace(real, next_observations=nxt, rewards=rng.permutation(real.rewards) + 0.5)
+    out, st = postprocess(bad, drop_in_walls=False)
+    np.testing.assert_allclose(out.next_observations, real.next_observations, atol=TOL)
+    np.testing.assert_allclose(out.rewards, real.rewards, atol=TOL)
+    assert st["reward_changed"] == 1.0 and st["next_state_mean_change"] > 0.1
+    kept, _ = postprocess(bad, resimulate=False, reward=False, drop_in_walls=False)
+    np.testing.assert_array_equal(kept.next_observations, bad.next_observations)  # the flags switch the steps off
+    np.testing.assert_array_equal(kept.rewards, bad.rewards)
+
+
+def test_states_in_walls_are_dropped(sparse):
+    from privsynth.data.envs import make_env
+
+    env = make_env(sparse.info)
+    wall = env.unwrapped.maze.cell_rowcol_to_xy(np.array([0, 0]))  # the border cell (0, 0) is a wall
+    env.close()
+    obs = sparse.observations.copy()
+    obs[[5, 17], :2] = wall
+    obs[40, :2] = [100.0, -100.0]  # off the map
+    out, st = postprocess(_replace(sparse, observations=obs))
+    assert st["rows_dropped_in_walls"] == 3 and out.n_transitions == sparse.n_transitions - 3
+    assert not np.any(np.all(out.observations[:, :2] == wall.astype(np.float32), axis=1))
+    np.testing.assert_array_equal(out.episode_ids, np.delete(sparse.episode_ids, [5, 17, 40]))
+    kept, _ = postprocess(_replace(sparse, observations=obs), drop_in_walls=False)
+    assert kept.n_transitions == sparse.n_transitions
+    everywhere = obs.copy()
+    everywhere[:, :2] = wall
+    with pytest.raises(InvalidData, match="dropped every row"):
+        postprocess(_replace(sparse, observations=everywhere))
+
+
+def test_actions_are_clipped_before_simulating(sparse):
+    act = sparse.actions * 3.0
+    out, st = postprocess(_replace(sparse, actions=act))
+    assert out.actions.min() >= -1.0 and out.actions.max() <= 1.0
+    assert st["actions_clipped"] == pytest.approx(np.mean(np.any(np.abs(act) > 1.0, axis=1)))
+    assert 0 < st["actions_clipped"] < 1
+    np.testing.assert_array_equal(out.actions, np.clip(act, -1, 1))
+
+
+def test_sensitive_dataset_is_refused(sparse):
+    with pytest.raises(PrivacyError, match="sensitive"):
+        postprocess(sparse.mark_sensitive())
+
+
+def test_unsupported_environment_names_what_is_supported():
+    env = gym.make("Pendulum-v1")
+    n = 20
+    ds = OfflineDataset(np.zeros((n, 3)), np.zeros((n, 1)), np.zeros(n), np.zeros((n, 3)), np.zeros(n, bool),
+                        np.zeros(n, bool), np.zeros(n, int), info=DatasetInfo(name="pend", env_id="Pendulum-v1"))
+    env.close()
+    with pytest.raises(PrivsynthError, match="PointMaze .* MuJoCo locomotion"):
+        postprocess(ds)
+    with pytest.raises(PrivsynthError, match="records no environment"):
+        postprocess(dataclasses.replace(ds, info=DatasetInfo(name="none")))
+
+
+def test_card_records_the_postprocessing_and_input_is_untouched(sparse):
+    card = {"private": True, "epsilon": 1.0, "ledger": {"events": []}}
+    ds = dataclasses.replace(sparse, info=dataclasses.replace(sparse.info, privacy_card=card))
+    before = ds.next_observations.copy()
+    out, st = postprocess(ds)
+    rec = out.info.privacy_card["postprocess"]
+    assert rec["costs_privacy"] is False and rec["rows_kept"] == st["rows_kept"] and "Dwork" in rec["note"]
+    assert out.info.privacy_card["ledger"] == card["ledger"] and out.info.privacy_card["epsilon"] == 1.0
+    assert out.info.extra["postprocess"]["steps"]["resimulate"] is True
+    assert "postprocess" not in card and "postprocess" not in sparse.info.extra  # the input is not modified
+    np.testing.assert_array_equal(ds.next_observations, before)
+
+
+def test_output_is_a_rowwise_function_of_the_rows_and_the_environment_spec(sparse):
+    """The neighbour property: nothing but the DP rows and the public environment enters, row by row. Same rows ->
+    same output (no randomness); other info fields (name, card, reference scores) change nothing; changing one input
+    row changes only that output row."""
+    rng = np.random.default_rng(1)
+    nxt = sparse.next_observations.copy()
+    nxt[:, :4] += rng.normal(0, 0.2, size=(len(nxt), 4))
+    ds = _replace(sparse, next_observations=nxt)
+    a, _ = postprocess(ds, drop_in_walls=False)
+    other_info = dataclasses.replace(ds.info, name="other", extra={"x": 1}, ref_min_score=-5.0, ref_max_score=7.0,
+                                     privacy_card={"private": True})
+    b, _ = postprocess(dataclasses.replace(ds, info=other_info), drop_in_walls=False)
+    for f in ("observations", "actions", "rewards", "next_observations", "terminals"):
+        np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
+    i = 123
+    act = ds.actions.copy()
+    act[i] = -act[i]
+    c, _ = postprocess(_replace(ds, actions=act), drop_in_walls=False)
+    differs = np.any(c.next_observations != a.next_observations, axis=1)
+    assert differs[i] and differs.sum() == 1
+
+
+def _cheetah_rollout(steps: int) -> OfflineDataset:
+    """``steps`` random-action HalfCheetah transitions in one episode (arrays filled in place)."""
+    env = gym.make("HalfCheetah-v5")
+    act = np.stack([env.action_space.sample() for _ in range(steps)])
+    obs = np.empty((steps + 1, env.observation_space.shape[0]))
+    rew, term = np.empty(steps), np.zeros(steps, bool)
+    obs[0] = env.reset(seed=0)[0]
+    for t in range(steps):
+        obs[t + 1], rew[t], term[t] = env.step(act[t])[:3]
+    env.close()
+    return OfflineDataset(obs[:-1], act, rew, obs[1:], term, np.zeros(steps, bool), np.zeros(steps, int),
+                          info=DatasetInfo(name="hc", env_id="HalfCheetah-v5"))
+
+
+def test_mujoco_locomotion_rows_are_restored(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # MuJoCo writes compiler warnings to MUJOCO_LOG.TXT in the working directory
+    real = _cheetah_rollout(40)
+    same, st = postprocess(real)
+    assert st["adapter"] == "mujoco" and st["rows_kept"] == 40 and st["next_state_max_change"] < 1e-4
+    np.testing.assert_allclose(same.rewards, real.rewards, atol=1e-4)
+    bad = _replace(real, next_observations=real.next_observations + 0.5, rewards=real.rewards + 1.0)
+    fixed, st = postprocess(bad)
+    np.testing.assert_allclose(fixed.next_observations, real.next_observations, atol=1e-4)
+    np.testing.assert_allclose(fixed.rewards, real.rewards, atol=1e-4)
+    assert st["reward_changed"] == 1.0
+
+
+def test_agent_cell_postprocesses_its_training_data(sparse, tmp_path):
+    from privsynth.evaluation.bench.sources import save_dataset
+    from privsynth.evaluation.cells import _agent_data
+
+    nxt = sparse.next_observations.copy()
+    nxt[:, :2] += 0.3
+    save_dataset(_replace(sparse, next_observations=nxt), tmp_path / "synthetic.npz")
+    ctx = SimpleNamespace(cell_id="agent-1", upstream=object(), upstream_dir=tmp_path, dataset=lambda name: sparse)
+    params = {"agent": "iql", "num_updates": 4, "eval_every": 4, "eval_episodes": 1, "final_k": 1,
+              "data": {"sensitive": "umaze"}, "postprocess": True}
+    data, extra = _agent_data(params, ctx)
+    np.testing.assert_allclose(data.next_observations, sparse.next_observations, atol=TOL)
+    assert extra["postprocess"]["next_state_mean_change"] > 0.3
+    plain, none = _agent_data({**params, "postprocess": False}, ctx)
+    assert none == {} and np.array_equal(plain.next_observations, nxt)
+    with pytest.raises(InvalidData, match="synthetic data"):
+        _agent_data({**params, "synthesizer": "real"}, ctx)
+
+
+@pytest.mark.slow
+def test_agent_cell_trains_on_postprocessed_data_and_records_it(sparse, tmp_path):
+    from privsynth.evaluation.bench.sources import save_dataset
+    from privsynth.evaluation.cells import agent_cell
+
+    save_dataset(sparse, tmp_path / "synthetic.npz")
+    ctx = SimpleNamespace(cell_id="agent-1", upstream=object(), upstream_dir=tmp_path, dataset=lambda name: sparse)
+    res = agent_cell({"agent": "iql", "num_updates": 4, "eval_every": 4, "eval_episodes": 1, "final_k": 1,
+                      "data": {"sensitive": "umaze"}, "postprocess": True}, ctx)
+    assert res["postprocess"]["rows_kept"] == sparse.n_transitions and "final_score" in res
+
+
+@pytest.mark.slow
+def test_synthesize_and_sample_postprocess_write_a_repaired_release_with_its_card(sparse, tmp_path, capsys):
+    from privsynth.cli import main
+    from privsynth.data import minari_io
+    from privsynth.release import synthesize
+    from test_transition_synth import tiny_config
+
+    public = generate_pointmaze(PointMazeConfig(maze="umaze", steps=300, seed=5, ref_episodes=1), progress=False)
+    res = synthesize(sparse, public=[public], epsilon=5.0, delta=1e-3, n=300, config=tiny_config(),
+                     out_dataset="pm-post", progress=False, postprocess=True)
+    out = minari_io.load_dataset("pm-post")
+    rec = out.info.privacy_card["postprocess"]
+    assert rec["rows_in"] == 300 and out.n_transitions == rec["rows_kept"] == res.dataset.n_transitions
+    assert res.epsilon <= 5.0 and rec["costs_privacy"] is False
+    again, st = postprocess(out)  # the release already obeys the environment: a second pass changes nothing
+    assert st["rows_kept"] == out.n_transitions and st["reward_changed"] == 0.0 and st["next_state_max_change"] < TOL
+    minari_io.write_dataset(sparse, "pm-sensitive")  # `privsynth sample` reads its environment spec
+    model = res.synthesizer.save(tmp_path / "m.pt")
+    code = main(["sample", "--model", str(model), "-n", "300", "--out-dataset", "pm-post-cli", "--sensitive",
+                 "pm-sensitive", "--postprocess", "--quiet"])
+    assert code == 0 and "post-processed: " in capsys.readouterr().out
+    assert minari_io.load_dataset("pm-post-cli").info.privacy_card["postprocess"]["rows_in"] == 300
+
+
+def test_cli_synthesize_passes_postprocess_and_reports_it(sparse, monkeypatch, capsys):
+    import privsynth.release
+    from privsynth.cli import main
+
+    seen = {}
+    out, _ = postprocess(sparse)
+
+    def fake_synthesize(*args, **kwargs):
+        seen.update(kwargs)
+        return SimpleNamespace(dataset=out, epsilon=1.0, seconds={}, synthesizer=None)
+
+    monkeypatch.setattr(privsynth.release, "synthesize", fake_synthesize)
+    cli = ["synthesize", "--sensitive", "s", "--public", "p", "--epsilon", "1", "--out-dataset", "o", "--quiet"]
+    assert main([*cli, "--postprocess"]) == 0
+    assert seen["postprocess"] is True and "post-processed: 300/300 rows kept" in capsys.readouterr().out
+    assert main(cli) == 0
+    assert seen["postprocess"] is False
