@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRATCH = Path(os.environ.get("PRIVSYNTH_STUDY_DIR", "/tmp/privsynth_utility"))
 # the shipped pointmaze-umaze recipe (scripts/build_pretrained.py --maps umaze --epochs 5) with next_state="delta",
 # first shipped as pretrained/pointmaze-umaze-delta, now pretrained/pointmaze-umaze (same file: the study's rows used it)
-DELTA_CKPT = ABSOLUTE_CKPT
+DELTA_CKPT = ROOT / "pretrained" / "pointmaze-umaze" / "model.pt"
 # the absolute-s' rows start from the former default, now pretrained/pointmaze-umaze-absolute
 ABSOLUTE_CKPT = ROOT / "pretrained" / "pointmaze-umaze-absolute" / "model.pt"
 
