@@ -88,14 +88,16 @@ def _task_steps(task: tuple[str, Any, str]) -> int:
     return pc.steps if part == "collect" else pc.ref_episodes * EPISODE_STEPS[pc.maze]
 
 
-def _datasets(jobs: list[tuple[str, Any]], workers: int, progress: bool, log: Callable[[str], None]) -> list[Any]:
+def _datasets(jobs: list[tuple[str, Any]], workers: int, progress: bool, log: Callable[[str], None],
+              meanwhile: Callable[[], None] | None = None) -> list[Any]:
     """Generate (or reuse) each ``(dataset_id, PointMazeConfig)``; missing sets are made by up to ``workers``
     processes at once, then every set is read back from the store.
 
     In parallel, a set is three tasks: its collection run and the rollouts of each reference policy (each one
     sequential simulation, deterministic under its seed, so the parts are the same whichever process makes them and
     the set equals :func:`~privsynth.data.pointmaze.generate_pointmaze`'s); this process assembles and writes each set
-    as soon as its parts are in, while the workers go on with the others.
+    as soon as its parts are in, while the workers go on with the others. ``meanwhile()`` runs once the workers have
+    started (first, without workers).
     """
     from privsynth.data import minari_io
     from privsynth.data.pointmaze import REFERENCE_POLICIES, generate_pointmaze, with_reference_scores
@@ -111,6 +113,8 @@ def _datasets(jobs: list[tuple[str, Any]], workers: int, progress: bool, log: Ca
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
         try:
             futures = {pool.submit(_data_task, task): task for task in tasks}
+            if meanwhile is not None:
+                meanwhile()
             for future in as_completed(futures):
                 dataset_id, pc, part = futures[future]
                 got = parts[dataset_id]
@@ -122,6 +126,8 @@ def _datasets(jobs: list[tuple[str, Any]], workers: int, progress: bool, log: Ca
         finally:
             pool.shutdown(cancel_futures=True)
         return [minari_io.load_dataset(dataset_id) for dataset_id, _ in jobs]
+    if meanwhile is not None:
+        meanwhile()
     return [_dataset(dataset_id, lambda pc=pc: generate_pointmaze(pc, progress), log) for dataset_id, pc in jobs]
 
 
@@ -136,16 +142,30 @@ def _idle_cores() -> int:
 
 def run_demo(cfg: DemoConfig, *, progress: bool = True, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the whole pipeline; return the report dict (also written to ``<out>/report.json`` and ``report.md``)."""
+    threads = cfg.threads or _idle_cores()
+    log(f"torch threads: {threads}")
+    return _run(cfg, threads, progress, log)
+
+
+@contextlib.contextmanager
+def _torch_threads(threads: int) -> Iterator[None]:
     import torch
 
     before = torch.get_num_threads()
-    threads = cfg.threads or _idle_cores()
     torch.set_num_threads(threads)
-    log(f"torch threads: {threads}")
     try:
-        return _run(cfg, progress, log)
+        yield
     finally:
         torch.set_num_threads(before)
+
+
+def _import_pipeline() -> None:
+    """Import torch, the synthesizer, the release and the evaluation (seconds of single-threaded work): the demo
+    does it while the data workers simulate, which forked before it."""
+    import privsynth.evaluation.mia  # noqa: F401
+    import privsynth.evaluation.report  # noqa: F401
+    import privsynth.release  # noqa: F401
+    import privsynth.synth  # noqa: F401
 
 
 def _cpu_seconds() -> float:
@@ -155,11 +175,13 @@ def _cpu_seconds() -> float:
 
 
 class _Clock:
-    """Wall and CPU seconds per stage (CPU time depends little on what else the machine runs; wall time does)."""
+    """Wall and CPU seconds per stage and since the start (CPU time depends little on what else the machine runs;
+    wall time does)."""
 
     def __init__(self) -> None:
         self.wall: dict[str, float] = {}
         self.cpu: dict[str, float] = {}
+        self.start_wall, self.start_cpu = time.perf_counter(), _cpu_seconds()
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -221,24 +243,19 @@ def _timed_release(dataset: Any, ledger: Any, dataset_id: str, cfg: DemoConfig) 
     return {"epsilon": spent, "wall": time.perf_counter() - t, "cpu": time.process_time() - c}
 
 
-def _run(cfg: DemoConfig, progress: bool, log: Callable[[str], None]) -> dict[str, Any]:
+def _run(cfg: DemoConfig, threads: int, progress: bool, log: Callable[[str], None]) -> dict[str, Any]:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     store = Path(cfg.store) if cfg.store else out / "minari"
     os.environ["MINARI_DATASETS_PATH"] = str(store.resolve())
 
+    from privsynth.data import minari_io
     from privsynth.data.pointmaze import PointMazeConfig
-    from privsynth.evaluation.mia import ReferenceAttack, LossAttack, as_adapter, plot_roc, run_audit
-    from privsynth.evaluation.report import evaluate_synthetic
-    from privsynth.release import check_release_request, synthesize
-    from privsynth.synth import TransitionSynthesizer
-    from privsynth.synth.config import demo_config
 
     clock = _Clock()
-    t_all, c_all = time.perf_counter(), _cpu_seconds()
     suffix = "-dense" if cfg.dense else ""
     synthetic_id = f"privsynth/demo-synthetic-{cfg.sensitive_maze}{suffix}-eps{cfg.epsilon:g}-v0"
-    check_release_request(synthetic_id, overwrite=True, n=cfg.n_samples)
+    minari_io.resolve_id(synthetic_id, for_write=True)  # a malformed id fails before any work
 
     log("1/5 data: public and sensitive PointMaze sets (generated locally)")
     with clock.stage("data"):
@@ -249,12 +266,39 @@ def _run(cfg: DemoConfig, progress: bool, log: Callable[[str], None]) -> dict[st
         jobs.append((f"privsynth/demo-sensitive-{cfg.sensitive_maze}{suffix}-v0",
                      PointMazeConfig(maze=cfg.sensitive_maze, steps=cfg.sensitive_steps, seed=cfg.seed,
                                      dense=cfg.dense, ref_episodes=cfg.ref_episodes)))
-        *publics, sensitive = _datasets(jobs, cfg.data_workers, progress, log)
+        *publics, sensitive = _datasets(jobs, cfg.data_workers, progress, log, meanwhile=_import_pipeline)
         sensitive = sensitive.mark_sensitive(True)
         members, non_members = sensitive.split_episodes(cfg.member_fraction, seed=cfg.seed)
     log(f"  members: {members.n_episodes} episodes / {members.n_transitions} transitions; "
         f"non-members: {non_members.n_episodes} / {non_members.n_transitions}")
 
+    data = _DemoData(publics, sensitive, members, non_members, synthetic_id)
+    with _torch_threads(threads):
+        return _pipeline(cfg, out, data, clock, progress, log)
+
+
+@dataclass
+class _DemoData:
+    """What step 1 of the demo hands to the rest: the sets, the members/non-members split, the release's id."""
+
+    publics: list[Any]
+    sensitive: Any
+    members: Any
+    non_members: Any
+    synthetic_id: str
+
+
+def _pipeline(cfg: DemoConfig, out: Path, data: _DemoData, clock: _Clock, progress: bool,
+              log: Callable[[str], None]) -> dict[str, Any]:
+    """Steps 2-5 of :func:`run_demo`, on the data of step 1."""
+    from privsynth.evaluation.mia import LossAttack, ReferenceAttack, as_adapter, plot_roc, run_audit
+    from privsynth.evaluation.report import evaluate_synthetic
+    from privsynth.release import synthesize
+    from privsynth.synth import TransitionSynthesizer
+    from privsynth.synth.config import demo_config
+
+    publics, sensitive, members, non_members = data.publics, data.sensitive, data.members, data.non_members
+    synthetic_id = data.synthetic_id
     log(f"2/5 synthesize: pre-train on public, DP fine-tune on members (ε={cfg.epsilon:g}, δ={cfg.delta:g}, "
         f"unit={cfg.unit}), sample {cfg.n_samples} from the EMA weights; guarded release written beside steps 3-4")
     with clock.stage("synthesize"):
@@ -305,10 +349,10 @@ def _run(cfg: DemoConfig, progress: bool, log: Callable[[str], None]) -> dict[st
     seconds = {"data": clock.wall["data"], **{f"synth_{k}": v for k, v in result.seconds.items()},
                "synthesize": clock.wall["synthesize"], "release": released["wall"],
                "release_wait": clock.wall["release_wait"], "evaluate": clock.wall["evaluate"],
-               "audit": clock.wall["audit"], "total": time.perf_counter() - t_all}
+               "audit": clock.wall["audit"], "total": time.perf_counter() - clock.start_wall}
     # the child's CPU time joins this process's count when it is waited for: report it as the release's
     cpu = {**{k: v for k, v in clock.cpu.items() if k != "release_wait"}, "release": released["cpu"],
-           "total": _cpu_seconds() - c_all}
+           "total": _cpu_seconds() - clock.start_cpu}
     log(f"  released {synthetic_id}: {synthetic.n_transitions} transitions, spent ε = {released['epsilon']:.3f} "
         f"(budget {cfg.epsilon:g}) at δ = {cfg.delta:g}")
 
