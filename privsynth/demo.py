@@ -103,7 +103,7 @@ def _datasets(jobs: list[tuple[str, Any]], workers: int, progress: bool, log: Ca
     from privsynth.data.pointmaze import REFERENCE_POLICIES, generate_pointmaze, with_reference_scores
 
     missing = [job for job in jobs if not minari_io.dataset_exists(job[0])]
-    if len(missing) > 1 and workers > 1:
+    if missing and workers > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
