@@ -90,15 +90,13 @@ def test_write_failure_raises_and_closes_the_file(tmp_path, monkeypatch):
     calls = {"n": 0}
     real = minari_hdf5._LibCalls.dataset
 
-    def failing(self, *args):
+    def failing(self, parent, *args):
         calls["n"] += 1
-        if calls["n"] == 7:
-            self._ok(-1, "create dataset (injected)")
-        return real(self, *args)
+        return real(self, -1 if calls["n"] == 7 else parent, *args)  # HDF5 refuses an invalid location id
 
     monkeypatch.setattr(minari_hdf5._LibCalls, "dataset", failing)
     path = tmp_path / "broken.hdf5"
-    with pytest.raises(OSError, match="injected"):
+    with pytest.raises(OSError, match="could not create dataset"):
         minari_hdf5.write_standard_hdf5(path, ds, obs_fn, action_space(ds))
     assert calls["n"] == 7
     with h5py.File(path, "w") as f:  # not held open by the failed write

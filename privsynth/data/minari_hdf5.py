@@ -96,6 +96,18 @@ class _HDF5Error(OSError):
     pass
 
 
+class _Column:
+    """A C-contiguous array whose row ranges the episodes write, with what every write needs worked out once."""
+
+    def __init__(self, array: np.ndarray, tid: Any) -> None:
+        self.array = np.ascontiguousarray(array)
+        self.tid = tid
+        self.row_shape = self.array.shape[1:]
+        self.row_nbytes = self.array.itemsize * int(np.prod(self.row_shape, dtype=np.int64))
+        self.address = self.array.ctypes.data
+        self.flags = self.array.dtype == np.bool_
+
+
 class _LibCalls:
     """Per-object calls through :func:`_libhdf5`; objects are integer ids, closed explicitly."""
 
@@ -104,39 +116,39 @@ class _LibCalls:
         self._attr_value = np.zeros(1, dtype=np.int64)
         self._attr_ptr = self._attr_value.ctypes.data
 
-    @staticmethod
-    def _ok(result: int, what: str) -> int:
-        if result < 0:
-            raise _HDF5Error(f"HDF5 could not {what}")
-        return result
-
     def root(self, fid: Any) -> int:
         return fid.id
 
     def group(self, parent: int, name: bytes, gcpl: Any) -> int:
-        return self._ok(self._lib.H5Gcreate2(parent, name, 0, gcpl.id, 0), f"create group {name!r}")
+        gid = self._lib.H5Gcreate2(parent, name, 0, gcpl.id, 0)
+        if gid < 0:
+            raise _HDF5Error(f"HDF5 could not create group {name!r}")
+        return gid
 
     def close_group(self, gid: int) -> None:
-        self._ok(self._lib.H5Gclose(gid), "close a group")
+        if self._lib.H5Gclose(gid) < 0:
+            raise _HDF5Error("HDF5 could not close a group")
 
     def int_attr(self, obj: int, name: bytes, tid: Any, scalar: Any, value: int) -> None:
         self._attr_value[0] = value
-        aid = self._ok(self._lib.H5Acreate2(obj, name, tid.id, scalar.id, 0, 0), f"create attribute {name!r}")
-        try:
-            self._ok(self._lib.H5Awrite(aid, tid.id, self._attr_ptr), f"write attribute {name!r}")
-        finally:
-            self._lib.H5Aclose(aid)
+        aid = self._lib.H5Acreate2(obj, name, tid.id, scalar.id, 0, 0)
+        if aid < 0:
+            raise _HDF5Error(f"HDF5 could not create attribute {name!r}")
+        written = self._lib.H5Awrite(aid, tid.id, self._attr_ptr)
+        if (self._lib.H5Aclose(aid) < 0) | (written < 0):
+            raise _HDF5Error(f"HDF5 could not write attribute {name!r}")
 
-    def dataset(self, parent: int, name: bytes, tid: Any, sid: Any, dcpl: Any, col: np.ndarray, s: int, e: int) -> None:
-        did = self._ok(self._lib.H5Dcreate2(parent, name, tid.id, sid.id, 0, dcpl.id, 0), f"create dataset {name!r}")
-        try:
-            buf = col.ctypes.data + s * (col.nbytes // len(col))  # rows s..e-1 of a C-contiguous array
-            self._ok(self._lib.H5Dwrite(did, tid.id, 0, 0, 0, buf), f"write dataset {name!r}")
-        finally:
-            self._lib.H5Dclose(did)
+    def dataset(self, parent: int, name: bytes, tid: Any, sid: Any, dcpl: Any, col: _Column, s: int, e: int) -> None:
+        did = self._lib.H5Dcreate2(parent, name, tid.id, sid.id, 0, dcpl.id, 0)
+        if did < 0:
+            raise _HDF5Error(f"HDF5 could not create dataset {name!r}")
+        written = self._lib.H5Dwrite(did, tid.id, 0, 0, 0, col.address + s * col.row_nbytes)  # rows s..e-1
+        if (self._lib.H5Dclose(did) < 0) | (written < 0):
+            raise _HDF5Error(f"HDF5 could not write dataset {name!r}")
 
     def hard_link(self, fid: Any, target: bytes, parent: int, name: bytes) -> None:
-        self._ok(self._lib.H5Lcreate_hard(fid.id, target, parent, name, 0, 0), f"link {name!r}")
+        if self._lib.H5Lcreate_hard(fid.id, target, parent, name, 0, 0) < 0:
+            raise _HDF5Error(f"HDF5 could not link {name!r}")
 
 
 class _H5pyCalls:
@@ -159,8 +171,8 @@ class _H5pyCalls:
     def int_attr(self, obj: Any, name: bytes, tid: Any, scalar: Any, value: int) -> None:
         self._h5a.create(obj, name, tid, scalar).write(np.array(value, dtype=np.int64))
 
-    def dataset(self, parent: Any, name: bytes, tid: Any, sid: Any, dcpl: Any, col: np.ndarray, s: int, e: int) -> None:
-        self._h5d.create(parent, name, tid, sid, dcpl=dcpl).write(self._h5s.ALL, self._h5s.ALL, col[s:e])
+    def dataset(self, parent: Any, name: bytes, tid: Any, sid: Any, dcpl: Any, col: _Column, s: int, e: int) -> None:
+        self._h5d.create(parent, name, tid, sid, dcpl=dcpl).write(self._h5s.ALL, self._h5s.ALL, col.array[s:e])
 
     def hard_link(self, fid: Any, target: bytes, parent: Any, name: bytes) -> None:
         parent.links.create_hard(name, fid, target)
@@ -208,19 +220,22 @@ class _Writer:
     def int_attr(self, obj: Any, name: bytes, value: int) -> None:
         self.calls.int_attr(obj, name, self._int64, self._scalar, value)
 
-    def rows(self, parent: Any, name: bytes, col: np.ndarray, s: int, e: int, path: bytes) -> None:
-        """Write rows ``s..e-1`` of the C-contiguous ``col`` as dataset ``name`` of ``parent`` (at ``path``)."""
-        shape = (e - s, *col.shape[1:])
-        if col.dtype == np.bool_ and e - s <= _SHARED_FLAG_ROWS:
-            key = (shape, col[s:e].tobytes())
+    def column(self, array: np.ndarray) -> _Column:
+        return _Column(array, self._type(array.dtype))
+
+    def rows(self, parent: Any, name: bytes, col: _Column, s: int, e: int, path: bytes) -> None:
+        """Write rows ``s..e-1`` of ``col`` as dataset ``name`` of ``parent`` (at ``path``)."""
+        shape = (e - s, *col.row_shape)
+        if col.flags and e - s <= _SHARED_FLAG_ROWS:
+            key = (shape, col.array[s:e].tobytes())
             first = self._shared.get(key)
             if first is not None:
                 self.calls.hard_link(self.fid, first, parent, name)
                 return
             self._shared[key] = path + b"/" + name
-        nbytes = (e - s) * (col.nbytes // max(len(col), 1))
-        plist = self._compact if nbytes <= _COMPACT_BYTES else self._contiguous
-        self.calls.dataset(parent, name, self._type(col.dtype), self._space(shape), plist, col, s, e)
+        sid = self._spaces.get(shape) or self._space(shape)
+        plist = self._compact if (e - s) * col.row_nbytes <= _COMPACT_BYTES else self._contiguous
+        self.calls.dataset(parent, name, col.tid, sid, plist, col, s, e)
 
 
 def write_standard_hdf5(
@@ -250,8 +265,7 @@ def write_standard_hdf5(
     rows[np.arange(n) + episode_of_row] = ds.observations
     rows[ends + np.arange(n_eps)] = ds.next_observations[ends - 1]
     obs = obs_fn(rows)
-    obs_parts = {k.encode(): np.ascontiguousarray(v) for k, v in obs.items()} if isinstance(obs, dict) else None
-    obs_flat = None if obs_parts is not None else np.ascontiguousarray(obs)
+    obs_parts = {k.encode(): v for k, v in obs.items()} if isinstance(obs, dict) else None
     act_dtype = act_space.dtype if act_space.dtype is not None else np.float32
     discrete = isinstance(act_space, gym.spaces.Discrete)  # actions stored as indices, shape [T]
     actions = (np.rint(ds.actions[:, 0]) if discrete else ds.actions).astype(act_dtype)
@@ -259,8 +273,6 @@ def write_standard_hdf5(
     truncations[ends - 1] = ~ds.terminals[ends - 1]
     columns = [(b"actions", actions), (b"rewards", ds.rewards), (b"terminations", ds.terminals),
                (b"truncations", truncations)]
-    columns = [(name, np.ascontiguousarray(col)) for name, col in columns]
-    episode_ids = np.ascontiguousarray(ds.episode_ids)
 
     lib = _libhdf5() if native else None
     calls = _LibCalls(lib) if lib is not None else _H5pyCalls()
@@ -272,6 +284,10 @@ def write_standard_hdf5(
         fid = h5f.create(str(file_path).encode(), h5f.ACC_TRUNC, fcpl=fcpl)
         try:
             w = _Writer(fid, calls)
+            obs_cols = ([(b"observations", w.column(obs))] if obs_parts is None else
+                        [(key, w.column(arr)) for key, arr in obs_parts.items()])
+            step_cols = [(name, w.column(col)) for name, col in columns]
+            ids_col = w.column(ds.episode_ids)
             for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
                 path = b"episode_%d" % i
                 g = w.group(w.root, path)
@@ -279,20 +295,20 @@ def write_standard_hdf5(
                     w.int_attr(g, b"id", i)
                     w.int_attr(g, b"total_steps", e - s)
                     if obs_parts is None:
-                        w.rows(g, b"observations", obs_flat, s + i, e + i + 1, path)
+                        w.rows(g, b"observations", obs_cols[0][1], s + i, e + i + 1, path)
                     else:
                         og = w.group(g, b"observations")
                         try:
-                            for key, arr in obs_parts.items():
-                                w.rows(og, key, arr, s + i, e + i + 1, path + b"/observations")
+                            for key, col in obs_cols:
+                                w.rows(og, key, col, s + i, e + i + 1, path + b"/observations")
                         finally:
                             w.close(og)
-                    for name, col in columns:
+                    for name, col in step_cols:
                         w.rows(g, name, col, s, e, path)
                     if with_ids:
                         ig = w.group(g, b"infos")
                         try:
-                            w.rows(ig, b"episode_id", episode_ids, s, e, path + b"/infos")
+                            w.rows(ig, b"episode_id", ids_col, s, e, path + b"/infos")
                         finally:
                             w.close(ig)
                 finally:
