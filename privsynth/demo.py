@@ -148,13 +148,21 @@ def run_demo(cfg: DemoConfig, *, progress: bool = True, log: Callable[[str], Non
 
 
 @contextlib.contextmanager
-def _torch_threads(threads: int) -> Iterator[None]:
+def _torch_threads(threads: int, *, native_pools: bool = False) -> Iterator[None]:
+    """torch's intra-op threads set to ``threads`` for the block; with ``native_pools`` also the OpenMP and BLAS
+    pools of other libraries (scikit-learn's t-SNE)."""
     import torch
 
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        yield
+        if native_pools:
+            from threadpoolctl import threadpool_limits
+
+            with threadpool_limits(limits=threads):
+                yield
+        else:
+            yield
     finally:
         torch.set_num_threads(before)
 
@@ -273,8 +281,7 @@ def _run(cfg: DemoConfig, threads: int, progress: bool, log: Callable[[str], Non
         f"non-members: {non_members.n_episodes} / {non_members.n_transitions}")
 
     data = _DemoData(publics, sensitive, members, non_members, synthetic_id)
-    with _torch_threads(threads):
-        return _pipeline(cfg, out, data, clock, progress, log)
+    return _pipeline(cfg, threads, out, data, clock, progress, log)
 
 
 @dataclass
@@ -288,9 +295,11 @@ class _DemoData:
     synthetic_id: str
 
 
-def _pipeline(cfg: DemoConfig, out: Path, data: _DemoData, clock: _Clock, progress: bool,
+def _pipeline(cfg: DemoConfig, threads: int, out: Path, data: _DemoData, clock: _Clock, progress: bool,
               log: Callable[[str], None]) -> dict[str, Any]:
-    """Steps 2-5 of :func:`run_demo`, on the data of step 1."""
+    """Steps 2-5 of :func:`run_demo`, on the data of step 1, with ``threads`` torch threads (one fewer, and as many
+    OpenMP/BLAS threads, while the release's child process takes a core: a thread per busy core stalls every
+    parallel op behind a descheduled thread)."""
     from privsynth.evaluation.mia import LossAttack, ReferenceAttack, as_adapter, plot_roc, run_audit
     from privsynth.evaluation.report import evaluate_synthetic
     from privsynth.release import synthesize
@@ -301,7 +310,7 @@ def _pipeline(cfg: DemoConfig, out: Path, data: _DemoData, clock: _Clock, progre
     synthetic_id = data.synthetic_id
     log(f"2/5 synthesize: pre-train on public, DP fine-tune on members (ε={cfg.epsilon:g}, δ={cfg.delta:g}, "
         f"unit={cfg.unit}), sample {cfg.n_samples} from the EMA weights; guarded release written beside steps 3-4")
-    with clock.stage("synthesize"):
+    with clock.stage("synthesize"), _torch_threads(threads):
         result = synthesize(  # out_dataset=None: the guard's checks run here, the write runs below
             members,
             epsilon=cfg.epsilon,
@@ -320,29 +329,30 @@ def _pipeline(cfg: DemoConfig, out: Path, data: _DemoData, clock: _Clock, progre
     # while evaluation and audit, which read the in-memory rows, run here; the report waits for it
     wait_release = _in_child(lambda: _timed_release(synthetic, result.ledger, synthetic_id, cfg))
     try:
-        log("3/5 evaluate: fidelity, RL-aware checks" + (f", agents {', '.join(cfg.agents)}" if cfg.agents else ""))
-        with clock.stage("evaluate"):
-            evaluation = evaluate_synthetic(
-                synthetic,
-                members,
-                agents=cfg.agents,
-                seeds=cfg.agent_seeds,
-                num_updates=cfg.agent_updates,
-                agents_on_real=bool(cfg.agents),
-                public=publics[0],
-                out=out / "evaluation.json",
-                progress=progress,
-            )
+        with _torch_threads(max(1, threads - 1), native_pools=True):
+            log("3/5 evaluate: fidelity, RL-aware checks" + (f", agents {', '.join(cfg.agents)}" if cfg.agents else ""))
+            with clock.stage("evaluate"):
+                evaluation = evaluate_synthetic(
+                    synthetic,
+                    members,
+                    agents=cfg.agents,
+                    seeds=cfg.agent_seeds,
+                    num_updates=cfg.agent_updates,
+                    agents_on_real=bool(cfg.agents),
+                    public=publics[0],
+                    out=out / "evaluation.json",
+                    progress=progress,
+                )
 
-        log("4/5 audit: membership inference on the released (EMA) weights, members vs held-out non-members")
-        with clock.stage("audit"):
-            reference = as_adapter(TransitionSynthesizer.load(out / "work" / "pretrained.pt"))
-            attacks = [LossAttack(sigma=0.1, repeats=16),
-                       ReferenceAttack(LossAttack(sigma=0.1, repeats=16), reference)]
-            audit = run_audit(result.synthesizer, members, non_members, attacks, unit=cfg.unit,
-                              max_units=cfg.audit_units, seed=cfg.seed)
-            plot_roc(audit, str(out / "audit_roc.png"), title=f"MIA on the ε={cfg.epsilon:g} synthesizer")
-            (out / "audit.json").write_text(json.dumps(audit, indent=1))
+            log("4/5 audit: membership inference on the released (EMA) weights, members vs held-out non-members")
+            with clock.stage("audit"):
+                reference = as_adapter(TransitionSynthesizer.load(out / "work" / "pretrained.pt"))
+                attacks = [LossAttack(sigma=0.1, repeats=16),
+                           ReferenceAttack(LossAttack(sigma=0.1, repeats=16), reference)]
+                audit = run_audit(result.synthesizer, members, non_members, attacks, unit=cfg.unit,
+                                  max_units=cfg.audit_units, seed=cfg.seed)
+                plot_roc(audit, str(out / "audit_roc.png"), title=f"MIA on the ε={cfg.epsilon:g} synthesizer")
+                (out / "audit.json").write_text(json.dumps(audit, indent=1))
     finally:
         with clock.stage("release_wait"):
             released = wait_release()  # also when a step above failed: the release finishes or fails cleanly

@@ -1,4 +1,5 @@
-"""The Minari HDF5 writer: the direct libhdf5 path writes exactly what h5py's low-level API writes, in Minari's layout."""
+"""The Minari HDF5 writer: the direct libhdf5 path writes exactly what h5py's low-level API writes, in Minari's
+layout."""
 from __future__ import annotations
 
 import h5py
@@ -40,7 +41,8 @@ def _contents(path) -> dict:
         def visit(name, obj):
             attrs = {k: obj.attrs[k].item() for k in obj.attrs}
             if isinstance(obj, h5py.Dataset):
-                out[name] = ("dataset", obj.dtype.str, obj.shape, obj[()].tobytes(), attrs, obj.id.get_create_plist().get_layout())
+                layout = obj.id.get_create_plist().get_layout()
+                out[name] = ("dataset", obj.dtype.str, obj.shape, obj[()].tobytes(), attrs, layout)
             else:
                 out[name] = ("group", attrs)
         f.visititems(visit)
@@ -84,7 +86,7 @@ def test_direct_libhdf5_calls_write_what_h5py_writes(tmp_path):
 
 
 def test_write_failure_raises_and_closes_the_file(tmp_path, monkeypatch):
-    """An HDF5 error inside the episode loop surfaces as an exception, and the file is closed (removable, reopenable)."""
+    """An HDF5 error inside the episode loop surfaces as an exception, and the file is closed (reopenable)."""
     ds = _mixed_pointmaze_rows()
     _, obs_fn = obs_writer(ds.info, ds.obs_dim)
     calls = {"n": 0}
