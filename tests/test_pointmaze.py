@@ -148,3 +148,33 @@ def test_bad_config():
         PointMazeConfig(steps=0)
     with pytest.raises(InvalidData):
         eval_env_spec("nope")
+
+
+def test_collection_steps_the_env_as_gym_make_does_and_parts_make_the_set():
+    """The collection loop steps the bare environment; replaying its actions through ``gym.make``'s wrapped env gives
+    the same observations, rewards and goal hits, bit for bit. And collection + per-policy reference returns (the
+    parts the demo's workers compute) make exactly :func:`generate_pointmaze`'s dataset."""
+    from privsynth.data.envs import POINTMAZE_OBS_KEYS, flatten_obs
+    from privsynth.data.pointmaze import (REFERENCE_POLICIES, collect_pointmaze, reference_args, reference_return,
+                                          with_reference_scores)
+
+    cfg = PointMazeConfig(maze="umaze", steps=600, seed=3, dense=True, ref_episodes=1)
+    ds = collect_pointmaze(cfg, progress=False)
+    assert ds.info.ref_min_score is None and ds.info.ref_max_score is None
+    _register()
+    env = gym.make(cfg.env_id, continuing_task=True, reset_target=True, max_episode_steps=cfg.steps + 1)
+    obs, _ = env.reset(seed=cfg.seed)
+    np.testing.assert_array_equal(flatten_obs(obs, POINTMAZE_OBS_KEYS), ds.observations[0])
+    for t in range(cfg.steps):
+        obs, r, _, _, info = env.step(ds.actions[t])
+        np.testing.assert_array_equal(flatten_obs(obs, POINTMAZE_OBS_KEYS), ds.next_observations[t])
+        assert np.float32(r) == ds.rewards[t]
+        if t < cfg.steps - 1:  # the last row is a timeout by construction (the run ends there)
+            assert bool(info["success"]) == ds.timeouts[t]
+    env.close()
+    assert ds.timeouts[:-1].any()  # the run reached goals: the replay covered goal resets
+    whole = generate_pointmaze(cfg, progress=False)
+    parts = with_reference_scores(ds, cfg, tuple(reference_return(*reference_args(cfg), p) for p in REFERENCE_POLICIES))
+    for name in ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts", "episode_ids"):
+        np.testing.assert_array_equal(getattr(parts, name), getattr(whole, name), err_msg=name)
+    assert parts.info == whole.info and whole.info.ref_max_score == reference_scores(*reference_args(cfg))[1]

@@ -1,15 +1,18 @@
-"""Minari's ``main_data.hdf5`` for the standard layout, written in one pass with h5py's low-level API.
+"""Minari's ``main_data.hdf5`` for the standard layout, written in one pass below h5py's object layer.
 
 The file has the groups, datasets and attributes Minari's own writer makes (``episode_{i}`` with attributes ``id``
 and ``total_steps``, ``observations`` [T+1] (a group of one dataset per key for Dict spaces), ``actions``,
-``rewards``, ``terminations``, ``truncations`` and, when given, ``infos/episode_id``), so ``minari.load_dataset``
-reads it unchanged. What makes it cheap at one Minari episode per transition (a release of 20,000 independent
-transitions is 180,000 HDF5 objects):
+``rewards``, ``terminations``, ``truncations`` and, when given, ``infos/episode_id``; root links in creation order and
+no object timestamps, as h5py's ``File(track_order=True)`` and ``create_dataset`` make them), so
+``minari.load_dataset`` reads it unchanged. What makes it cheap at one Minari episode per transition (a release of
+20,000 independent transitions is 180,000 HDF5 objects):
 
 * every array is converted once for the whole dataset (the observation space's dtypes and Dict split), and each
-  episode writes row slices of those arrays, never its own conversions;
-* datatypes, dataspaces and property lists are made once and reused; attributes are written without h5py's
-  high-level wrappers (which cost more than the HDF5 call itself);
+  episode writes row ranges of those arrays, never its own conversions;
+* datatypes, dataspaces and property lists are made once and reused;
+* the per-object calls (create, write, close, link) go straight to the HDF5 library h5py is linked against, through
+  :mod:`ctypes`, with plain integer ids: h5py's object layer (a Python object, a registry entry and a lock per id)
+  costs as much as the HDF5 call itself. Where that library cannot be bound, h5py's low-level API does the same calls;
 * small datasets use HDF5's compact layout (the data sits in the object header: no separate allocation);
 * identical tiny flag arrays (``terminations``/``truncations`` of short episodes, e.g. ``[False]``) are stored once
   and hard-linked from the other episodes: an HDF5 hard link is a name of the same object, and readers see an
@@ -17,6 +20,8 @@ transitions is 180,000 HDF5 objects):
 """
 from __future__ import annotations
 
+import ctypes
+import functools
 from pathlib import Path
 from typing import Any, Callable
 
@@ -52,13 +57,135 @@ def minari_episode_bounds(ds: OfflineDataset) -> tuple[np.ndarray, np.ndarray]:
     return starts, ends
 
 
+_HID, _HERR, _NAME, _PTR = ctypes.c_int64, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p
+# name: (return type, argument types) of each libhdf5 function the writer calls per object (HDF5 >= 1.10: hid_t is
+# 64-bit; H5P_DEFAULT and H5S_ALL are 0)
+_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+    "H5Gcreate2": (_HID, [_HID, _NAME, _HID, _HID, _HID]),  # loc, name, lcpl, gcpl, gapl
+    "H5Gclose": (_HERR, [_HID]),
+    "H5Acreate2": (_HID, [_HID, _NAME, _HID, _HID, _HID, _HID]),  # loc, name, type, space, acpl, aapl
+    "H5Awrite": (_HERR, [_HID, _HID, _PTR]),
+    "H5Aclose": (_HERR, [_HID]),
+    "H5Dcreate2": (_HID, [_HID, _NAME, _HID, _HID, _HID, _HID, _HID]),  # loc, name, type, space, lcpl, dcpl, dapl
+    "H5Dwrite": (_HERR, [_HID, _HID, _HID, _HID, _HID, _PTR]),  # dset, mem type, mem space, file space, dxpl, buf
+    "H5Dclose": (_HERR, [_HID]),
+    "H5Lcreate_hard": (_HERR, [_HID, _NAME, _HID, _NAME, _HID, _HID]),  # target loc, target name, loc, name, ...
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _libhdf5() -> Any:
+    """The HDF5 library h5py is linked against, with :data:`_SIGNATURES` bound, or None where it cannot be bound.
+
+    Symbols are looked up through h5py's ``h5`` extension module, which resolves them in the library it loads, so the
+    calls share h5py's HDF5 state (open files, ids, error handling).
+    """
+    import h5py.h5
+
+    try:
+        lib = ctypes.CDLL(h5py.h5.__file__)
+        for name, (restype, argtypes) in _SIGNATURES.items():
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = restype, argtypes
+    except (OSError, AttributeError):
+        return None
+    return lib
+
+
+class _HDF5Error(OSError):
+    pass
+
+
+class _Column:
+    """A C-contiguous array whose row ranges the episodes write, with what every write needs worked out once."""
+
+    def __init__(self, array: np.ndarray, tid: Any) -> None:
+        self.array = np.ascontiguousarray(array)
+        self.tid = tid
+        self.row_shape = self.array.shape[1:]
+        self.row_nbytes = self.array.itemsize * int(np.prod(self.row_shape, dtype=np.int64))
+        self.address = self.array.ctypes.data
+        self.flags = self.array.dtype == np.bool_
+
+
+class _LibCalls:
+    """Per-object calls through :func:`_libhdf5`; objects are integer ids, closed explicitly."""
+
+    def __init__(self, lib: Any) -> None:
+        self._lib = lib
+        self._attr_value = np.zeros(1, dtype=np.int64)
+        self._attr_ptr = self._attr_value.ctypes.data
+
+    def root(self, fid: Any) -> int:
+        return fid.id
+
+    def group(self, parent: int, name: bytes, gcpl: Any) -> int:
+        gid = self._lib.H5Gcreate2(parent, name, 0, gcpl.id, 0)
+        if gid < 0:
+            raise _HDF5Error(f"HDF5 could not create group {name!r}")
+        return gid
+
+    def close_group(self, gid: int) -> None:
+        if self._lib.H5Gclose(gid) < 0:
+            raise _HDF5Error("HDF5 could not close a group")
+
+    def int_attr(self, obj: int, name: bytes, tid: Any, scalar: Any, value: int) -> None:
+        self._attr_value[0] = value
+        aid = self._lib.H5Acreate2(obj, name, tid.id, scalar.id, 0, 0)
+        if aid < 0:
+            raise _HDF5Error(f"HDF5 could not create attribute {name!r}")
+        written = self._lib.H5Awrite(aid, tid.id, self._attr_ptr)
+        if (self._lib.H5Aclose(aid) < 0) | (written < 0):
+            raise _HDF5Error(f"HDF5 could not write attribute {name!r}")
+
+    def dataset(self, parent: int, name: bytes, tid: Any, sid: Any, dcpl: Any, col: _Column, s: int, e: int) -> None:
+        did = self._lib.H5Dcreate2(parent, name, tid.id, sid.id, 0, dcpl.id, 0)
+        if did < 0:
+            raise _HDF5Error(f"HDF5 could not create dataset {name!r}")
+        written = self._lib.H5Dwrite(did, tid.id, 0, 0, 0, col.address + s * col.row_nbytes)  # rows s..e-1
+        if (self._lib.H5Dclose(did) < 0) | (written < 0):
+            raise _HDF5Error(f"HDF5 could not write dataset {name!r}")
+
+    def hard_link(self, fid: Any, target: bytes, parent: int, name: bytes) -> None:
+        if self._lib.H5Lcreate_hard(fid.id, target, parent, name, 0, 0) < 0:
+            raise _HDF5Error(f"HDF5 could not link {name!r}")
+
+
+class _H5pyCalls:
+    """The same calls through h5py's low-level API (where the library cannot be bound); objects are h5py ids."""
+
+    def __init__(self) -> None:
+        from h5py import h5a, h5d, h5g, h5s
+
+        self._h5a, self._h5d, self._h5g, self._h5s = h5a, h5d, h5g, h5s
+
+    def root(self, fid: Any) -> Any:
+        return fid
+
+    def group(self, parent: Any, name: bytes, gcpl: Any) -> Any:
+        return self._h5g.create(parent, name, gcpl=gcpl)
+
+    def close_group(self, gid: Any) -> None:
+        pass  # h5py closes an id when its object is collected
+
+    def int_attr(self, obj: Any, name: bytes, tid: Any, scalar: Any, value: int) -> None:
+        self._h5a.create(obj, name, tid, scalar).write(np.array(value, dtype=np.int64))
+
+    def dataset(self, parent: Any, name: bytes, tid: Any, sid: Any, dcpl: Any, col: _Column, s: int, e: int) -> None:
+        self._h5d.create(parent, name, tid, sid, dcpl=dcpl).write(self._h5s.ALL, self._h5s.ALL, col.array[s:e])
+
+    def hard_link(self, fid: Any, target: bytes, parent: Any, name: bytes) -> None:
+        parent.links.create_hard(name, fid, target)
+
+
 class _Writer:
-    """Creates datasets, groups and attributes under open HDF5 ids, reusing types, spaces and property lists."""
+    """Creates groups, datasets and attributes in an open file, reusing types, spaces and property lists."""
 
-    def __init__(self, fid: Any) -> None:
-        from h5py import h5a, h5d, h5g, h5p, h5s, h5t
+    def __init__(self, fid: Any, calls: _LibCalls | _H5pyCalls) -> None:
+        from h5py import h5d, h5p, h5s, h5t
 
-        self.fid = fid
+        self.fid, self.calls = fid, calls
+        self.root = calls.root(fid)
         self._types: dict[np.dtype, Any] = {}
         self._spaces: dict[tuple[int, ...], Any] = {}
         self._shared: dict[tuple[tuple[int, ...], bytes], bytes] = {}
@@ -66,8 +193,11 @@ class _Writer:
         self._compact.set_layout(h5d.COMPACT)
         self._contiguous = h5p.create(h5p.DATASET_CREATE)
         self._gcpl = h5p.create(h5p.GROUP_CREATE)
+        for plist in (self._compact, self._contiguous, self._gcpl):
+            plist.set_obj_track_times(False)  # as h5py's create_dataset / create_group
         self._scalar = h5s.create(h5s.SCALAR)
-        self._h5a, self._h5d, self._h5g, self._h5t, self._h5s = h5a, h5d, h5g, h5t, h5s
+        self._h5s, self._h5t = h5s, h5t
+        self._int64 = self._type(np.dtype(np.int64))
 
     def _type(self, dtype: np.dtype) -> Any:
         tid = self._types.get(dtype)
@@ -82,24 +212,30 @@ class _Writer:
         return sid
 
     def group(self, parent: Any, name: bytes) -> Any:
-        return self._h5g.create(parent, name, gcpl=self._gcpl)
+        return self.calls.group(parent, name, self._gcpl)
+
+    def close(self, group: Any) -> None:
+        self.calls.close_group(group)
 
     def int_attr(self, obj: Any, name: bytes, value: int) -> None:
-        arr = np.array(value, dtype=np.int64)
-        self._h5a.create(obj, name, self._type(arr.dtype), self._scalar).write(arr)
+        self.calls.int_attr(obj, name, self._int64, self._scalar, value)
 
-    def array(self, parent: Any, name: bytes, arr: np.ndarray, path: bytes) -> None:
-        """Write ``arr`` as dataset ``name`` of ``parent`` (whose path in the file is ``path``)."""
-        if arr.dtype == np.bool_ and arr.size <= _SHARED_FLAG_ROWS:
-            key = (arr.shape, arr.tobytes())
+    def column(self, array: np.ndarray) -> _Column:
+        return _Column(array, self._type(array.dtype))
+
+    def rows(self, parent: Any, name: bytes, col: _Column, s: int, e: int, path: bytes) -> None:
+        """Write rows ``s..e-1`` of ``col`` as dataset ``name`` of ``parent`` (at ``path``)."""
+        shape = (e - s, *col.row_shape)
+        if col.flags and e - s <= _SHARED_FLAG_ROWS:
+            key = (shape, col.array[s:e].tobytes())
             first = self._shared.get(key)
             if first is not None:
-                parent.links.create_hard(name, self.fid, first)
+                self.calls.hard_link(self.fid, first, parent, name)
                 return
             self._shared[key] = path + b"/" + name
-        plist = self._compact if arr.nbytes <= _COMPACT_BYTES else self._contiguous
-        dset = self._h5d.create(parent, name, self._type(arr.dtype), self._space(arr.shape), dcpl=plist)
-        dset.write(self._h5s.ALL, self._h5s.ALL, np.ascontiguousarray(arr))
+        sid = self._spaces.get(shape) or self._space(shape)
+        plist = self._compact if (e - s) * col.row_nbytes <= _COMPACT_BYTES else self._contiguous
+        self.calls.dataset(parent, name, col.tid, sid, plist, col, s, e)
 
 
 def write_standard_hdf5(
@@ -107,13 +243,17 @@ def write_standard_hdf5(
     ds: OfflineDataset,
     obs_fn: Callable[[np.ndarray], Any],
     act_space: gym.Space,
+    *,
+    native: bool = True,
 ) -> tuple[int, int]:
     """Write every Minari episode of the standard layout into ``file_path``; returns (episodes, steps).
 
     ``obs_fn`` turns flat observation rows [R, D] into what Minari stores for them (an array, or a dict of arrays
     for Dict spaces). ``infos/episode_id`` is written unless every dataset episode id is its Minari episode index.
+    ``native=False`` makes every call through h5py's low-level API (the fallback, for tests).
     """
     from h5py import h5f, h5p
+    from h5py._objects import phil
 
     starts, ends = minari_episode_bounds(ds)
     n_eps, n = len(starts), ds.n_transitions
@@ -125,37 +265,54 @@ def write_standard_hdf5(
     rows[np.arange(n) + episode_of_row] = ds.observations
     rows[ends + np.arange(n_eps)] = ds.next_observations[ends - 1]
     obs = obs_fn(rows)
-    obs_parts = {k.encode(): np.ascontiguousarray(v) for k, v in obs.items()} if isinstance(obs, dict) else None
-    obs_flat = None if obs_parts is not None else np.ascontiguousarray(obs)
+    obs_parts = {k.encode(): v for k, v in obs.items()} if isinstance(obs, dict) else None
     act_dtype = act_space.dtype if act_space.dtype is not None else np.float32
     discrete = isinstance(act_space, gym.spaces.Discrete)  # actions stored as indices, shape [T]
     actions = (np.rint(ds.actions[:, 0]) if discrete else ds.actions).astype(act_dtype)
     truncations = np.zeros(n, dtype=bool)
     truncations[ends - 1] = ~ds.terminals[ends - 1]
-    columns = ((b"actions", actions), (b"rewards", ds.rewards), (b"terminations", ds.terminals),
-               (b"truncations", truncations))
+    columns = [(b"actions", actions), (b"rewards", ds.rewards), (b"terminations", ds.terminals),
+               (b"truncations", truncations)]
 
+    lib = _libhdf5() if native else None
+    calls = _LibCalls(lib) if lib is not None else _H5pyCalls()
     fcpl = h5p.create(h5p.FILE_CREATE)  # creation order tracked and indexed, as h5py's track_order=True
     fcpl.set_link_creation_order(h5p.CRT_ORDER_TRACKED | h5p.CRT_ORDER_INDEXED)
     fcpl.set_attr_creation_order(h5p.CRT_ORDER_TRACKED | h5p.CRT_ORDER_INDEXED)
-    fid = h5f.create(str(file_path).encode(), h5f.ACC_TRUNC, fcpl=fcpl)
-    try:
-        w = _Writer(fid)
-        for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
-            path = f"episode_{i}".encode()
-            g = w.group(fid, path)
-            w.int_attr(g, b"id", i)
-            w.int_attr(g, b"total_steps", e - s)
-            if obs_parts is None:
-                w.array(g, b"observations", obs_flat[s + i : e + i + 1], path)
-            else:
-                og = w.group(g, b"observations")
-                for key, arr in obs_parts.items():
-                    w.array(og, key, arr[s + i : e + i + 1], path + b"/observations")
-            for name, col in columns:
-                w.array(g, name, col[s:e], path)
-            if with_ids:
-                w.array(w.group(g, b"infos"), b"episode_id", ds.episode_ids[s:e], path + b"/infos")
-    finally:
-        fid.close()
+    # h5py's lock serialises every HDF5 call of the process (the library is not thread-safe); the direct calls hold it
+    with phil:
+        fid = h5f.create(str(file_path).encode(), h5f.ACC_TRUNC, fcpl=fcpl)
+        try:
+            w = _Writer(fid, calls)
+            obs_cols = ([(b"observations", w.column(obs))] if obs_parts is None else
+                        [(key, w.column(arr)) for key, arr in obs_parts.items()])
+            step_cols = [(name, w.column(col)) for name, col in columns]
+            ids_col = w.column(ds.episode_ids)
+            for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
+                path = b"episode_%d" % i
+                g = w.group(w.root, path)
+                try:
+                    w.int_attr(g, b"id", i)
+                    w.int_attr(g, b"total_steps", e - s)
+                    if obs_parts is None:
+                        w.rows(g, b"observations", obs_cols[0][1], s + i, e + i + 1, path)
+                    else:
+                        og = w.group(g, b"observations")
+                        try:
+                            for key, col in obs_cols:
+                                w.rows(og, key, col, s + i, e + i + 1, path + b"/observations")
+                        finally:
+                            w.close(og)
+                    for name, col in step_cols:
+                        w.rows(g, name, col, s, e, path)
+                    if with_ids:
+                        ig = w.group(g, b"infos")
+                        try:
+                            w.rows(ig, b"episode_id", ids_col, s, e, path + b"/infos")
+                        finally:
+                            w.close(ig)
+                finally:
+                    w.close(g)
+        finally:
+            fid.close()
     return n_eps, n

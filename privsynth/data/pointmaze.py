@@ -43,6 +43,11 @@ __all__ = [
     "PointMazeConfig",
     "generate_pointmaze",
     "reference_scores",
+    "reference_return",
+    "REFERENCE_POLICIES",
+    "reference_args",
+    "collect_pointmaze",
+    "with_reference_scores",
     "eval_env_spec",
     "MAZES",
     "EPISODE_STEPS",
@@ -155,43 +160,82 @@ def _rollout_returns(
     return returns
 
 
-@functools.lru_cache(maxsize=32)
-def reference_scores(
-    maze: str, dense: bool = False, episodes: int = 100, seed: int = 0
-) -> tuple[float, float]:
-    """(random, expert) mean returns on the evaluation env of ``maze`` over ``episodes`` seeded episodes.
+REFERENCE_POLICIES = ("random", "expert")  # the two policies whose mean returns are a map's reference scores
 
-    Deterministic, so results are cached per process (making several datasets of one map computes them once).
+
+@functools.lru_cache(maxsize=64)
+def reference_return(maze: str, dense: bool, episodes: int, seed: int, policy: str) -> float:
+    """Mean return of one reference ``policy`` (``random`` or ``expert``) on the evaluation env of ``maze``.
+
+    Each policy draws from its own stream of ``SeedSequence([seed, 7])`` and every episode resets the environment
+    with its own seed, so the two are independent computations (another process may run either one).
     """
+    if policy not in REFERENCE_POLICIES:
+        raise InvalidData(f"unknown reference policy '{policy}'; choose one of {', '.join(REFERENCE_POLICIES)}")
     _register()
     env_id, kwargs = eval_env_spec(maze, dense)
     env = gym.make(env_id, **kwargs)
     maze_obj = env.unwrapped.maze
-    planner = MazePlanner(maze_obj.maze_map)
-    seeds = np.random.SeedSequence([seed, 7]).spawn(2)
-    rand_rng = np.random.default_rng(seeds[0])
+    rand_ss, jitter_ss = np.random.SeedSequence([seed, 7]).spawn(2)
     low, high = env.action_space.low, env.action_space.high
     horizon = EPISODE_STEPS[maze.lower()]
+    if policy == "random":
+        rand_rng = np.random.default_rng(rand_ss)
 
-    def random_policy() -> Callable[[dict], np.ndarray]:
-        block = iter(rand_rng.uniform(low, high, size=(horizon, len(low))).astype(np.float32))  # one draw per episode
-        return lambda obs: next(block)
+        def random_policy() -> Callable[[dict], np.ndarray]:
+            block = iter(rand_rng.uniform(low, high, size=(horizon, len(low))).astype(np.float32))  # one per episode
+            return lambda obs: next(block)
 
-    random_returns = _rollout_returns(env, random_policy, episodes, seed)
-    jitter_rng = np.random.default_rng(seeds[1])
-    expert_returns = _rollout_returns(
-        env,
-        lambda: WaypointController(maze_obj, planner=planner, rng=jitter_rng,
-                                   action_low=float(low[0]), action_high=float(high[0])),
-        episodes,
-        seed,
-    )
+        factory = random_policy
+    else:
+        planner, jitter_rng = MazePlanner(maze_obj.maze_map), np.random.default_rng(jitter_ss)
+
+        def factory() -> Callable[[dict], np.ndarray]:
+            return WaypointController(maze_obj, planner=planner, rng=jitter_rng, action_low=float(low[0]),
+                                      action_high=float(high[0]))
+
+    returns = _rollout_returns(env, factory, episodes, seed)
     env.close()
-    return float(random_returns.mean()), float(expert_returns.mean())
+    return float(returns.mean())
+
+
+def reference_scores(maze: str, dense: bool = False, episodes: int = 100, seed: int = 0) -> tuple[float, float]:
+    """(random, expert) mean returns on the evaluation env of ``maze`` over ``episodes`` seeded episodes.
+
+    Deterministic, so results are cached per process (making several datasets of one map computes them once).
+    """
+    return (reference_return(maze, dense, episodes, seed, "random"),
+            reference_return(maze, dense, episodes, seed, "expert"))
 
 
 def generate_pointmaze(cfg: PointMazeConfig, progress: bool = True) -> OfflineDataset:
     """Collect a PointMaze dataset as D4RL maze2d (see module docstring); deterministic under ``cfg.seed``."""
+    return with_reference_scores(collect_pointmaze(cfg, progress), cfg, reference_scores(*reference_args(cfg)))
+
+
+def reference_args(cfg: PointMazeConfig) -> tuple[str, bool, int, int]:
+    """The arguments of :func:`reference_scores` (and, with a policy, :func:`reference_return`) for ``cfg``'s set."""
+    return cfg.maze, cfg.dense, cfg.ref_episodes, cfg.seed
+
+
+def with_reference_scores(ds: OfflineDataset, cfg: PointMazeConfig, scores: tuple[float, float]) -> OfflineDataset:
+    """``ds`` (from :func:`collect_pointmaze` with ``cfg``) carrying its (random, expert) reference scores: what
+    :func:`generate_pointmaze` returns, for callers that compute the parts in separate processes."""
+    return dataclasses.replace(ds, info=dataclasses.replace(ds.info, ref_min_score=scores[0], ref_max_score=scores[1]))
+
+
+def _obs_slots(obs: dict[str, Any], keys: tuple[str, ...] | list[str]) -> list[tuple[str, int, int]]:
+    """(key, first column, end column) of each key of a dict observation in its flat row (``flatten_obs`` order)."""
+    slots, k = [], 0
+    for key in keys:
+        width = int(np.asarray(obs[key]).size)
+        slots.append((key, k, k + width))
+        k += width
+    return slots
+
+
+def collect_pointmaze(cfg: PointMazeConfig, progress: bool = True) -> OfflineDataset:
+    """The collection run of :func:`generate_pointmaze` alone: its dataset without reference scores (None)."""
     _register()
     custom = {"maze_map": _base_map(cfg.maze)} if cfg.maze in CUSTOM_MAZES else {}
     env = gym.make(cfg.env_id, continuing_task=True, reset_target=True, max_episode_steps=cfg.steps + 1, **custom)
@@ -216,13 +260,19 @@ def generate_pointmaze(cfg: PointMazeConfig, progress: bool = True) -> OfflineDa
         from tqdm import tqdm
 
         bar = tqdm(total=n, desc=f"collecting {cfg.dataset_name}", unit="step", mininterval=0.5)
+    # the hot loop: the wrappers gym.make adds (time limit, reset order, the first step's checks) change nothing in a
+    # run of n < max_episode_steps steps after a reset, so the environment is stepped directly; clipping is
+    # np.clip's minimum(maximum(...)) without its dispatch, and the observation's keys go straight into their columns
+    step, slots = env.unwrapped.step, _obs_slots(obs, POINTMAZE_OBS_KEYS)
     try:
         for t in range(n):
-            action = np.clip(controller(obs) + noise[t], low, high).astype(np.float32)
-            obs, r, _, _, info = env.step(action)
+            action = np.minimum(np.maximum(controller(obs) + noise[t], low), high).astype(np.float32)
+            obs, r, _, _, info = step(action)
             actions[t] = action
             rewards[t] = r
-            observations[t + 1] = flatten_obs(obs, POINTMAZE_OBS_KEYS)
+            row = observations[t + 1]
+            for key, a, b in slots:
+                row[a:b] = obs[key]
             timeouts[t] = bool(info["success"])
             if bar is not None and (t + 1) % 1000 == 0:
                 bar.update(1000)
@@ -235,7 +285,6 @@ def generate_pointmaze(cfg: PointMazeConfig, progress: bool = True) -> OfflineDa
     timeouts[-1] = True
     episode_ids = np.concatenate([[0], np.cumsum(timeouts[:-1])]).astype(np.int64)
 
-    ref_min, ref_max = reference_scores(cfg.maze, cfg.dense, cfg.ref_episodes, seed=cfg.seed)
     eval_id, eval_kwargs = eval_env_spec(cfg.maze, cfg.dense)
     info = DatasetInfo(
         name=cfg.dataset_name,
@@ -244,8 +293,8 @@ def generate_pointmaze(cfg: PointMazeConfig, progress: bool = True) -> OfflineDa
         obs_keys=list(POINTMAZE_OBS_KEYS),
         action_low=low.tolist(),
         action_high=high.tolist(),
-        ref_min_score=ref_min,
-        ref_max_score=ref_max,
+        ref_min_score=None,
+        ref_max_score=None,
         sensitive=False,
         extra={
             "generator": "privsynth.data.pointmaze",
