@@ -213,6 +213,16 @@ def _in_child(fn: Callable[[], Any]) -> Callable[[], Any]:
     """
     import multiprocessing
 
+    if "fork" not in multiprocessing.get_all_start_methods():  # e.g. Windows: run it here, one stage after the other
+        try:
+            value = fn()
+        except BaseException as exc:  # noqa: BLE001 - raised when the caller waits, as from the child
+            err = exc
+
+            def fail() -> Any:
+                raise err
+            return fail
+        return lambda: value
     ctx = multiprocessing.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
 

@@ -38,3 +38,18 @@ def test_release_in_the_child_is_guarded_and_writes_nothing_when_refused():
     with pytest.raises(PrivacyError, match="no privacy card"):
         _in_child(lambda: _timed_release(ds, None, "privsynth/demo-refused-v0", DemoConfig()))()
     assert not minari_io.dataset_exists("privsynth/demo-refused-v0")
+
+
+def test_without_fork_the_release_runs_in_process(monkeypatch):
+    """Where the platform has no fork (Windows), the same call runs in this process; errors still surface at wait()."""
+    import multiprocessing
+
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    assert _in_child(lambda: os.getpid())() == os.getpid()
+
+    def refuse():
+        raise PrivacyError("refused here")
+
+    wait = _in_child(refuse)
+    with pytest.raises(PrivacyError, match="refused here"):
+        wait()
