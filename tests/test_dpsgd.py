@@ -304,7 +304,25 @@ def test_draw_ahead_gives_the_sequential_draws_and_weights():
         assert all(p.grad is None for p in model.parameters())
         return res, [p.detach().clone() for p in model.parameters()]
 
-    (seq, w_seq), (ahd, w_ahd) = run(False, 5), run(True, 5)
+    import privsynth.privacy.dpsgd as dpsgd_module
+
+    started = []
+    real_init = dpsgd_module._DrawAhead.__init__
+
+    def counting_init(self, *args, **kwargs):
+        started.append(1)
+        real_init(self, *args, **kwargs)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # leaves a core for the helper thread on any machine with two
+    expected = 1 if dpsgd_module._spare_core() else 0
+    try:
+        dpsgd_module._DrawAhead.__init__ = counting_init
+        (seq, w_seq), (ahd, w_ahd) = run(False, 5), run(True, 5)
+    finally:
+        dpsgd_module._DrawAhead.__init__ = real_init
+        torch.set_num_threads(threads)
+    assert len(started) == expected
     assert seq.batch_sizes == ahd.batch_sizes and seq.steps == ahd.steps == 20
     assert all(torch.equal(a, b) for a, b in zip(w_seq, w_ahd))
     (_, w1), (_, w2) = run(True, None), run(True, None)
