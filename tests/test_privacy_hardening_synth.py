@@ -327,11 +327,11 @@ def test_dp_normaliser_event_is_charged_to_the_synthesizer_ledger():
     card = synth.card()
     assert not any("normaliser" in p for p in card["ledger"]["public_data"])
     # a DP normaliser passed without its event is refused; with its event it is charged
-    norm, event = dp_normalizer_from_dataset(sens, low=-6, high=6, epsilon=1.0, delta=DELTA)
+    norm, event = dp_normalizer_from_dataset(sens, low=-6, high=6, epsilon=1.0, delta=DELTA)  # of absolute rows
     with pytest.raises(PrivacyError, match="ledger event"):
-        TransitionSynthesizer(_tcfg(), normalizer=norm).finetune(sens, 3.0, DELTA, progress=False)
-    s2 = TransitionSynthesizer(_tcfg(), normalizer=norm, normalizer_event=event).finetune(sens, 3.0, DELTA,
-                                                                                       progress=False)
+        TransitionSynthesizer(_tcfg(next_state="absolute"), normalizer=norm).finetune(sens, 3.0, DELTA, progress=False)
+    s2 = TransitionSynthesizer(_tcfg(next_state="absolute"), normalizer=norm, normalizer_event=event).finetune(
+        sens, 3.0, DELTA, progress=False)
     assert s2.ledger.events[0] is event
 
 
