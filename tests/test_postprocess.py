@@ -77,6 +77,25 @@ def test_states_in_walls_are_dropped(sparse):
         postprocess(_replace(sparse, observations=everywhere))
 
 
+def test_a_dropped_row_ends_its_episode_piece_with_a_timeout(sparse):
+    """Dropping rows cuts episodes: the kept row before each cut is flagged truncated, so Minari / d3rlpy readers find
+    every episode end flagged; no other flag changes."""
+    from privsynth.data.envs import make_env
+
+    env = make_env(sparse.info)
+    wall = env.unwrapped.maze.cell_rowcol_to_xy(np.array([0, 0]))
+    env.close()
+    obs = sparse.observations.copy()
+    obs[[5, 17], :2] = wall
+    out, _ = postprocess(_replace(sparse, observations=obs))
+    expected = sparse.timeouts.copy()
+    for i in (4, 16):
+        if sparse.episode_ids[i] == sparse.episode_ids[i + 1] and not sparse.terminals[i]:
+            expected[i] = True
+    np.testing.assert_array_equal(out.timeouts, np.delete(expected, [5, 17]))
+    assert expected.sum() > sparse.timeouts.sum()  # the fixture's rows 4 and 16 sit inside episodes
+
+
 def test_actions_are_clipped_before_simulating(sparse):
     act = sparse.actions * 3.0
     out, st = postprocess(_replace(sparse, actions=act))

@@ -147,6 +147,16 @@ def _with_rows(
     new_info = dataclasses.replace(info, privacy_card=card, extra={**info.extra, "postprocess": record})
     return OfflineDataset(
         observations=dataset.observations[keep], actions=act[keep], rewards=rew[keep],
-        next_observations=nxt[keep], terminals=term[keep], timeouts=dataset.timeouts[keep],
+        next_observations=nxt[keep], terminals=term[keep], timeouts=_cut_timeouts(dataset, keep, term)[keep],
         episode_ids=dataset.episode_ids[keep], info=new_info,
     )
+
+
+def _cut_timeouts(dataset: OfflineDataset, keep: np.ndarray, term: np.ndarray) -> np.ndarray:
+    """Timeout flags with a truncation wherever a dropped row cut an episode: a kept, non-terminal row whose successor
+    in the same episode was dropped now ends its piece, so Minari / d3rlpy readers see every episode end flagged."""
+    timeouts = dataset.timeouts.copy()
+    ep = dataset.episode_ids
+    cut = keep[:-1] & ~keep[1:] & (ep[:-1] == ep[1:]) & ~term[:-1].astype(bool)
+    timeouts[:-1] |= cut
+    return timeouts
