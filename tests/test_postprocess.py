@@ -157,9 +157,10 @@ def test_output_is_a_rowwise_function_of_the_rows_and_the_environment_spec(spars
     assert differs[i] and differs.sum() == 1
 
 
-def _cheetah_rollout(steps: int) -> OfflineDataset:
-    """``steps`` random-action HalfCheetah transitions in one episode (arrays filled in place)."""
+def _cheetah_rollout(steps: int, seed: int = 0) -> OfflineDataset:
+    """``steps`` seeded random-action HalfCheetah transitions in one episode (arrays filled in place)."""
     env = gym.make("HalfCheetah-v5")
+    env.action_space.seed(seed)
     act = np.stack([env.action_space.sample() for _ in range(steps)])
     obs = np.empty((steps + 1, env.observation_space.shape[0]))
     rew, term = np.empty(steps), np.zeros(steps, bool)
@@ -173,13 +174,16 @@ def _cheetah_rollout(steps: int) -> OfflineDataset:
 
 def test_mujoco_locomotion_rows_are_restored(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # MuJoCo writes compiler warnings to MUJOCO_LOG.TXT in the working directory
+    # The re-simulation starts each row's contact solver cold, the rollout warm from the previous step: the two agree
+    # to the solver's tolerance, not bit for bit (7e-5 at most over 40 action seeds, 4.7e-4 seen once unseeded).
+    tol = 2e-3
     real = _cheetah_rollout(40)
     same, st = postprocess(real)
-    assert st["adapter"] == "mujoco" and st["rows_kept"] == 40 and st["next_state_max_change"] < 1e-4
+    assert st["adapter"] == "mujoco" and st["rows_kept"] == 40 and st["next_state_max_change"] < tol
     np.testing.assert_allclose(same.rewards, real.rewards, atol=1e-4)
     bad = _replace(real, next_observations=real.next_observations + 0.5, rewards=real.rewards + 1.0)
     fixed, st = postprocess(bad)
-    np.testing.assert_allclose(fixed.next_observations, real.next_observations, atol=1e-4)
+    np.testing.assert_allclose(fixed.next_observations, real.next_observations, atol=tol)
     np.testing.assert_allclose(fixed.rewards, real.rewards, atol=1e-4)
     assert st["reward_changed"] == 1.0
 

@@ -95,6 +95,7 @@ def test_grid_adapter_without_env(toy_dataset):
 def test_mujoco_locomotion_adapter(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # MuJoCo writes compiler warnings to MUJOCO_LOG.TXT in the working directory
     env = gym.make("HalfCheetah-v5")
+    env.action_space.seed(0)
     obs, _ = env.reset(seed=0)
     rows = []
     for _ in range(60):
