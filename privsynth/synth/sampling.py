@@ -1,7 +1,7 @@
 """Samplers for an EDM denoiser on vectors.
 
 * :func:`sample_dpm`: diffusers' ``EDMDPMSolverMultistepScheduler`` (DPM-Solver++(2M), Karras schedule), about 20
-  network evaluations. The scheduler's ``prediction_type="epsilon"`` *is* EDM's F-parametrisation: it feeds
+  network evaluations, each through the folded one-noise-level forward of the residual MLP (:func:`sampling_net`). The scheduler's ``prediction_type="epsilon"`` *is* EDM's F-parametrisation: it feeds
   ``c_in·x`` and ``c_noise = ln(σ)/4`` to the network and forms ``c_skip·x + c_out·F`` itself with the same
   ``sigma_data`` (checked against :mod:`privsynth.synth.edm` in tests/test_edm.py).
 * :func:`sample_heun`: the EDM stochastic sampler (Karras et al. 2022, Algorithm 2) with churn, the paper's reference
@@ -26,10 +26,10 @@ import torch
 from privsynth.synth.config import SamplerConfig
 from privsynth.synth.edm import EDM, heun_gamma, karras_sigmas
 
-__all__ = ["CHUNK_ROWS", "sample_dpm", "sample_heun", "sample_rows", "make_dpm_scheduler"]
+__all__ = ["CHUNK_ROWS", "sample_dpm", "sample_heun", "sample_rows", "make_dpm_scheduler", "sampling_net"]
 
 #: rows per sampler call (cache-sized; chosen with ``scripts/bench_synth.py --sampling``)
-CHUNK_ROWS = 4096
+CHUNK_ROWS = 2048
 
 
 def make_dpm_scheduler(edm: EDM, steps: int):
@@ -51,13 +51,30 @@ def make_dpm_scheduler(edm: EDM, steps: int):
     return sched
 
 
+def sampling_net(edm: EDM) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The network as a sampler calls it: the folded one-noise-level forward where the denoiser has one
+    (:meth:`~privsynth.synth.denoiser.ResidualMLPDenoiser.folded`), else the module itself."""
+    folded = getattr(edm.net, "folded", None)
+    return folded() if callable(folded) else edm.net
+
+
 @torch.no_grad()
-def sample_dpm(edm: EDM, n: int, dim: int, steps: int = 20, generator: torch.Generator | None = None) -> torch.Tensor:
-    """``n`` rows from DPM-Solver++ with ``steps`` steps (``steps`` network evaluations)."""
+def sample_dpm(
+    edm: EDM,
+    n: int,
+    dim: int,
+    steps: int = 20,
+    generator: torch.Generator | None = None,
+    *,
+    net: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """``n`` rows from DPM-Solver++ with ``steps`` steps (``steps`` network evaluations). ``net`` (default
+    :func:`sampling_net` of ``edm``) lets a caller that draws many chunks fold the network once."""
+    net = sampling_net(edm) if net is None else net
     sched = make_dpm_scheduler(edm, steps)
     x = torch.randn(n, dim, generator=generator) * sched.sigmas[0]
     for t in sched.timesteps:
-        f = edm.net(sched.scale_model_input(x, t), t.expand(n))
+        f = net(sched.scale_model_input(x, t), t.expand(n))
         x = sched.step(f, t, x).prev_sample
     return x
 
@@ -107,10 +124,11 @@ def sample_rows(
     """``n`` normalised rows in batches of ``min(cfg.batch_size, CHUNK_ROWS)`` with the configured method."""
     out = []
     done = 0
+    net = sampling_net(edm) if cfg.method == "dpm" else None
     while done < n:
         b = min(cfg.batch_size, CHUNK_ROWS, n - done)
         if cfg.method == "dpm":
-            out.append(sample_dpm(edm, b, dim, cfg.steps, generator))
+            out.append(sample_dpm(edm, b, dim, cfg.steps, generator, net=net))
         elif cfg.method == "heun":
             out.append(
                 sample_heun(
