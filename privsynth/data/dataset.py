@@ -19,6 +19,7 @@ import) are one type whose invariants (aligned arrays, episode ids, the sensitiv
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -27,7 +28,7 @@ import numpy as np
 
 from privsynth.errors import InvalidData, SpaceMismatch
 
-__all__ = ["DatasetInfo", "OfflineDataset", "Episode", "Fragments", "transition_dim"]
+__all__ = ["ENV_FACT_FIELDS", "DatasetInfo", "OfflineDataset", "Episode", "Fragments", "environment_facts", "transition_dim"]
 
 
 def transition_dim(obs_dim: int, act_dim: int) -> int:
@@ -58,6 +59,17 @@ class DatasetInfo:
     def from_dict(cls, d: dict[str, Any]) -> "DatasetInfo":
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
+
+
+# What a release takes from the sensitive dataset's DatasetInfo: public facts of its environment (the id and kwargs
+# that rebuild it, which Dict keys the columns hold, the action box, D4RL reference returns of a random and an expert
+# policy on it). None is a statistic of the sensitive rows (docs/DESIGN.md invariants 1, 7, 8).
+ENV_FACT_FIELDS = ("env_id", "env_kwargs", "obs_keys", "action_low", "action_high", "ref_min_score", "ref_max_score")
+
+
+def environment_facts(info: DatasetInfo) -> dict[str, Any]:
+    """The :data:`ENV_FACT_FIELDS` of ``info`` (copied)."""
+    return {k: copy.deepcopy(getattr(info, k)) for k in ENV_FACT_FIELDS}
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from privsynth.data.dataset import DatasetInfo, OfflineDataset
+from privsynth.data.dataset import DatasetInfo, OfflineDataset, environment_facts
+from privsynth.data.env_adapters import MujocoLocomotionAdapter, PointMazeAdapter, adapter_for
 from privsynth.errors import InvalidData, PrivacyError, PrivsynthError
 
 __all__ = ["postprocess", "SUPPORTED"]
@@ -53,9 +54,6 @@ def postprocess(
     of actions clipped, of rewards and terminals changed, mean and max change of s′) are also recorded in the output's
     ``info.extra["postprocess"]`` and, when it has one, its privacy card (``privacy_card["postprocess"]``).
     """
-    from privsynth.evaluation.rl_checks import MujocoLocomotionAdapter, PointMazeAdapter, RLCheckConfig, adapter_for
-    from privsynth.release.support import environment_facts
-
     if dataset.info.sensitive:
         raise PrivacyError(f"refusing to post-process sensitive dataset '{dataset.info.name}': post-processing is for "
                            "DP outputs (synthetic releases), and it would publish a function of the sensitive rows")
@@ -66,7 +64,7 @@ def postprocess(
     if not info.env_id:
         raise PrivsynthError(f"dataset '{info.name}' records no environment; post-processing supports {SUPPORTED}")
     # GridAdapter/Mujoco coverage bins need reference states: the synthetic ones (never sensitive data)
-    adapter = adapter_for(info, dataset.observations, RLCheckConfig())
+    adapter = adapter_for(info, dataset.observations)
     try:
         if not isinstance(adapter, (PointMazeAdapter, MujocoLocomotionAdapter)):
             raise PrivsynthError(f"no post-processing for environment '{info.env_id}': supported are {SUPPORTED}")
@@ -114,8 +112,6 @@ def _recompute(
     *, resimulate: bool, reward: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """s′ (simulated dims), reward and terminal flag from the environment, one row at a time."""
-    from privsynth.evaluation.rl_checks import MujocoLocomotionAdapter
-
     nxt, rew, term = nxt.copy(), rew.copy(), term.copy()
     if isinstance(adapter, MujocoLocomotionAdapter):  # reward and termination belong to the simulated step
         steps = [adapter.step_from(o, a) for o, a in zip(obs, act)]

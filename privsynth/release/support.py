@@ -4,27 +4,15 @@ Everything here is free under DP (a function of DP outputs and public facts, doc
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from privsynth.data.dataset import DatasetInfo, OfflineDataset
+from privsynth.data.dataset import ENV_FACT_FIELDS, DatasetInfo, OfflineDataset, environment_facts
 
 __all__ = ["ENV_FACT_FIELDS", "environment_facts", "prepare_release", "normaliser_bounds"]
-
-# What a release takes from the sensitive dataset's DatasetInfo: public facts of its environment (the id and kwargs
-# that rebuild it, which Dict keys the columns hold, the action box, D4RL reference returns of a random and an expert
-# policy on it). None is a statistic of the sensitive rows (docs/DESIGN.md invariants 1, 7, 8).
-ENV_FACT_FIELDS = ("env_id", "env_kwargs", "obs_keys", "action_low", "action_high", "ref_min_score", "ref_max_score")
-
-
-def environment_facts(info: DatasetInfo) -> dict[str, Any]:
-    """The :data:`ENV_FACT_FIELDS` of ``info`` (copied)."""
-    return {k: copy.deepcopy(getattr(info, k)) for k in ENV_FACT_FIELDS}
-
 
 def prepare_release(dataset: OfflineDataset, environment: DatasetInfo | None) -> OfflineDataset:
     """Post-processing of synthetic rows before release (free under DP): the environment's facts and support.

@@ -151,6 +151,14 @@ class NetworkSynthesizer(Synthesizer):
         self.obs_dim, self.act_dim = obs_dim, act_dim
         self.template = dataclasses.replace(template, sensitive=False, privacy_card=None, extra={}, name="template")
 
+    def _adopt_environment(self, info: Any) -> None:
+        """Fine-tuning on ``info``'s data: samples are of its environment from now on (its public facts replace the
+        pre-training map's; :data:`privsynth.data.dataset.ENV_FACT_FIELDS`, none a statistic of the records)."""
+        from privsynth.data.dataset import environment_facts
+
+        if self.template is not None:
+            self.template = dataclasses.replace(self.template, **environment_facts(info))
+
     def n_parameters(self) -> int:
         return sum(p.numel() for p in self.model.parameters()) if self.model is not None else 0
 

@@ -334,6 +334,7 @@ class TrajectorySynthesizer(NetworkSynthesizer):
             )
         self._check(sensitive)
         self._check_normalizer_accounted("trajectory")
+        self._adopt_environment(sensitive.info)
         assert self.model is not None and self.ema is not None
         from privsynth.privacy.dpsgd import DPSGDConfig, dp_train
 
