@@ -99,12 +99,14 @@ class _GaussianDenoiser(torch.nn.Module):
         return (d - self.sd**2 / s2 * x) / (sigma * self.sd / s2.sqrt())
 
 
-@pytest.mark.parametrize("sampler", ["dpm", "heun"])
+@pytest.mark.parametrize("sampler", ["dpm", "dpm3", "heun"])
 def test_samplers_recover_a_gaussian(sampler):
     edm = EDM(_GaussianDenoiser(v=0.25, sigma_data=1.0), EDMConfig())
     gen = torch.Generator().manual_seed(0)
     if sampler == "dpm":
         x = sample_dpm(edm, 4000, 3, steps=50, generator=gen)
+    elif sampler == "dpm3":  # the transition default: DPM-Solver++(3M), 16 steps
+        x = sample_dpm(edm, 4000, 3, steps=16, generator=gen, order=3)
     else:
         x = sample_heun(edm, 4000, 3, steps=128, generator=gen)
     assert float(x.std()) == pytest.approx(0.5, rel=0.03)

@@ -1,7 +1,7 @@
 """Samplers for an EDM denoiser on vectors.
 
-* :func:`sample_dpm`: diffusers' ``EDMDPMSolverMultistepScheduler`` (DPM-Solver++(2M), Karras schedule), about 20
-  network evaluations, each through the folded one-noise-level forward of the residual MLP (:func:`sampling_net`). The scheduler's ``prediction_type="epsilon"`` *is* EDM's F-parametrisation: it feeds
+* :func:`sample_dpm`: diffusers' ``EDMDPMSolverMultistepScheduler`` (DPM-Solver++(3M) for transitions, 2M for
+  trajectories; Karras schedule), 16-20 network evaluations, each through the folded one-noise-level forward of the residual MLP (:func:`sampling_net`). The scheduler's ``prediction_type="epsilon"`` *is* EDM's F-parametrisation: it feeds
   ``c_in·x`` and ``c_noise = ln(σ)/4`` to the network and forms ``c_skip·x + c_out·F`` itself with the same
   ``sigma_data`` (checked against :mod:`privsynth.synth.edm` in tests/test_edm.py).
 * :func:`sample_heun`: the EDM stochastic sampler (Karras et al. 2022, Algorithm 2) with churn, the paper's reference
@@ -32,8 +32,9 @@ __all__ = ["CHUNK_ROWS", "sample_dpm", "sample_heun", "sample_rows", "make_dpm_s
 CHUNK_ROWS = 2048
 
 
-def make_dpm_scheduler(edm: EDM, steps: int):
-    """A DPM-Solver++(2M) scheduler whose preconditioning matches ``edm`` (same σ_data, σ range and ρ)."""
+def make_dpm_scheduler(edm: EDM, steps: int, order: int = 2):
+    """A DPM-Solver++ multistep scheduler of ``order`` (2M or 3M) whose preconditioning matches ``edm`` (same
+    σ_data, σ range and ρ)."""
     from diffusers import EDMDPMSolverMultistepScheduler
 
     c = edm.cfg
@@ -44,7 +45,7 @@ def make_dpm_scheduler(edm: EDM, steps: int):
         rho=c.rho,
         prediction_type="epsilon",
         algorithm_type="dpmsolver++",
-        solver_order=2,
+        solver_order=int(order),
         final_sigmas_type="zero",
     )
     sched.set_timesteps(steps)
@@ -66,12 +67,13 @@ def sample_dpm(
     steps: int = 20,
     generator: torch.Generator | None = None,
     *,
+    order: int = 2,
     net: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """``n`` rows from DPM-Solver++ with ``steps`` steps (``steps`` network evaluations). ``net`` (default
-    :func:`sampling_net` of ``edm``) lets a caller that draws many chunks fold the network once."""
+    """``n`` rows from DPM-Solver++(``order``M) with ``steps`` steps (``steps`` network evaluations). ``net``
+    (default :func:`sampling_net` of ``edm``) lets a caller that draws many chunks fold the network once."""
     net = sampling_net(edm) if net is None else net
-    sched = make_dpm_scheduler(edm, steps)
+    sched = make_dpm_scheduler(edm, steps, order)
     x = torch.randn(n, dim, generator=generator) * sched.sigmas[0]
     for t in sched.timesteps:
         f = net(sched.scale_model_input(x, t), t.expand(n))
@@ -128,7 +130,7 @@ def sample_rows(
     while done < n:
         b = min(cfg.batch_size, CHUNK_ROWS, n - done)
         if cfg.method == "dpm":
-            out.append(sample_dpm(edm, b, dim, cfg.steps, generator, net=net))
+            out.append(sample_dpm(edm, b, dim, cfg.steps, generator, order=cfg.solver_order, net=net))
         elif cfg.method == "heun":
             out.append(
                 sample_heun(

@@ -45,6 +45,8 @@ def sample_shard(payload: dict[str, Any]) -> dict[str, Any]:
     from privsynth.synth.transition import TransitionSynthesizer
 
     synth = TransitionSynthesizer.load(payload["model"])
+    if payload.get("order") is not None:  # the caller's solver order (a checkpoint may predate the setting)
+        synth.config.sampler.solver_order = int(payload["order"])
     t0 = time.perf_counter()
     raw = synth.sample_normalised(payload["n"], seed=payload["seed"], method=payload.get("method"),
                                   steps=payload.get("steps")).numpy()
@@ -73,7 +75,9 @@ def sample_sharded(
         raise InvalidData(f"{shards} shards for {n} rows: use at most one shard per row")
     base = synth.config.seed if seed is None else int(seed)
     t0 = time.perf_counter()
-    payloads = [{"index": i, "model": str(model_path), "n": k, "seed": s, "method": method, "steps": steps}
+    order = synth.config.sampler.solver_order
+    payloads = [{"index": i, "model": str(model_path), "n": k, "seed": s, "method": method, "steps": steps,
+                 "order": order}
                 for i, (k, s) in enumerate(zip(shard_sizes(n, shards), shard_seeds(base, shards)))]
     parts = sorted(executor.map(sample_shard, payloads, [1.0] * shards), key=lambda r: r["index"])
     rows = np.concatenate([p["rows"] for p in parts], axis=0)
@@ -86,6 +90,7 @@ def sample_sharded(
         "nan_rows_dropped": sum(p["nan_rows_dropped"] for p in parts),
         "sampler": used,
         "sampler_steps": synth.sampler_steps(used, steps),
+        "solver_order": order if used == "dpm" else None,
         "seconds": time.perf_counter() - t0,
         "seed": base,
         "shards": [{k: p[k] for k in ("index", "seed", "n", "returned", "nan_rows_dropped", "seconds")} for p in parts],

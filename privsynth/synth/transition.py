@@ -273,7 +273,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
     def _draw_normalised(self, model: EDM, n: int, steps: int) -> torch.Tensor:
         was = model.training
         model.eval()
-        out = sample_dpm(model, n, self.data_dim, steps)
+        out = sample_dpm(model, n, self.data_dim, steps)  # curiosity pool: few steps, where 2M beats 3M
         model.train(was)
         return out
 
@@ -547,6 +547,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
             "nan_rows_dropped": dropped,
             "sampler": used,
             "sampler_steps": self.sampler_steps(used, steps),
+            "solver_order": self.config.sampler.solver_order if used == "dpm" else None,
             "seconds": seconds,
             "cpu_seconds": cpu,
             "seed": self.config.seed if seed is None else seed,
