@@ -132,7 +132,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     try:
         synth = load_synthesizer(resolve_pretrained(args.model))
         cfg = _config(args)
-        cfg.denoiser, cfg.edm = synth.config.denoiser, synth.config.edm
+        # what the checkpoint was trained as stays (architecture, row representation); the rest is the preset's
+        cfg.denoiser, cfg.edm, cfg.next_state = synth.config.denoiser, synth.config.edm, synth.config.next_state
         synth.config = cfg
         sens = as_dataset(args.sensitive).mark_sensitive(True)
         check_model_fits(synth, sens)
