@@ -263,6 +263,19 @@ def test_fit_public_stats_for_the_no_pretraining_ablation():
         TransitionSynthesizer(tiny_config()).fit_public_stats([sensitive_data()])
 
 
+def test_without_pretrained_weights_every_parameter_is_fine_tuned():
+    """The default trains only biases and norms on top of public weights; with no pre-training (the ablation) there
+    are none to keep, so every parameter trains, and the history says so."""
+    sens = sensitive_data()
+    synth = TransitionSynthesizer(tiny_config()).fit_public_stats([public_data()])
+    assert synth.config.dp.trainable == "bias_norm"  # the cpu preset's default
+    fresh = TransitionSynthesizer(tiny_config())
+    fresh._build(sens.obs_dim, sens.act_dim, sens.info)  # the same seeded initial weights
+    synth.finetune(sens, 10.0, 1e-3, "transition", progress=False)
+    assert synth.history[-1]["trainable"] == "all"
+    assert not torch.equal(synth.model.net.inp.weight, fresh.model.net.inp.weight)  # a weight matrix moved
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("trainable", ["head", "bias_norm"])
 def test_partial_dp_finetune_moves_only_the_chosen_parameters(pretrained, tmp_path, trainable):

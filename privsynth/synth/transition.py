@@ -413,7 +413,9 @@ class TransitionSynthesizer(NetworkSynthesizer):
         )
         t0, c0 = time.perf_counter(), time.process_time()
         self.model.train()
-        frozen = self._freeze_for_finetune(dpc.trainable)
+        # partial fine-tuning keeps pre-trained weights; with none (no-pre-training ablation) every parameter trains
+        trainable = dpc.trainable if any(h.get("phase") in ("pretrain", "finetune") for h in self.history) else "all"
+        frozen = self._freeze_for_finetune(trainable)
         try:
             result = self._dp_train(dp_train, loss_module, items, dp_cfg, tc, on_step, progress, epsilon, unit)
         finally:
@@ -435,7 +437,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
                 "sample_rate": result.sample_rate,
                 "noise_multiplier": result.noise_multiplier,
                 "noise_multiplicity": dpc.noise_multiplicity,
-                "trainable": dpc.trainable,
+                "trainable": trainable,
                 "target_epsilon": float(epsilon),
                 "epsilon": result.epsilon,
                 "delta": result.delta,
