@@ -1,8 +1,9 @@
 """Samplers for an EDM denoiser on vectors.
 
 * :func:`sample_dpm`: diffusers' ``EDMDPMSolverMultistepScheduler`` (DPM-Solver++(3M) for transitions, 2M for
-  trajectories; Karras schedule), 16-20 network evaluations, each through the folded one-noise-level forward of the residual MLP (:func:`sampling_net`). The scheduler's ``prediction_type="epsilon"`` *is* EDM's F-parametrisation: it feeds
-  ``c_in·x`` and ``c_noise = ln(σ)/4`` to the network and forms ``c_skip·x + c_out·F`` itself with the same
+  trajectories; Karras schedule), 16-20 network evaluations, each through the folded one-noise-level forward of the
+  residual MLP (:func:`sampling_net`). The scheduler's ``prediction_type="epsilon"`` *is* EDM's F-parametrisation: it
+  feeds ``c_in·x`` and ``c_noise = ln(σ)/4`` to the network and forms ``c_skip·x + c_out·F`` itself with the same
   ``sigma_data`` (checked against :mod:`privsynth.synth.edm` in tests/test_edm.py).
 * :func:`sample_heun`: the EDM stochastic sampler (Karras et al. 2022, Algorithm 2) with churn, the paper's reference
   (128 steps, S_churn 80, S_tmin 0.05, S_tmax 50, S_noise 1.003). Our own code because diffusers has no
@@ -12,9 +13,9 @@ Both return rows in the model's (normalised) space; un-normalising, thresholding
 synthesizer, before release.
 
 :func:`sample_rows` runs the sampler on at most :data:`CHUNK_ROWS` rows at a time, whatever the config's
-``batch_size``: the activations of a few thousand rows stay in the CPU caches, while 50k-row batches stream every
-elementwise op through memory. ``scripts/bench_synth.py --sampling`` measured 1.6x more rows per CPU-second at 4096
-rows than at 50k (docs/synthesizers.md).
+``batch_size``: the activations of 2048 rows stay in a core's 1 MB L2 cache, while 50k-row batches stream every
+elementwise op through memory. ``scripts/bench_synth.py --sampling`` chose 2048 with two processes sampling at once
+(docs/synthesizers.md).
 """
 from __future__ import annotations
 
