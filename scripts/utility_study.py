@@ -89,6 +89,9 @@ CONFIGS: dict[str, dict] = {
     "delta_nodp": {"checkpoint": "delta", "finetune": {"epochs": 100.0, "batch_size": 256, "lr": 3e-3},
                    "private": False},
     "nodp": {"finetune": {"epochs": 100.0, "batch_size": 256, "lr": 3e-3}, "private": False},
+    # PrivORL-j (trajectory synthesizer, unit = trajectory): pre-trained per run on J_PUBLIC, then DP fine-tuned
+    "j_default": {"synthesizer": "privorl-j"},  # the trajectory cpu preset as committed
+    "j_biasnorm": {"synthesizer": "privorl-j", "dp": {"trainable": "bias_norm"}},
     "pretrained": {},  # no fine-tuning at all: the public model alone
     "default": None,  # cpu_config() as committed (whatever the defaults are now)
 }
@@ -101,6 +104,29 @@ def dataset(name: str, cfg: PointMazeConfig) -> "OfflineDataset":  # noqa: F821
     ds = generate_pointmaze(cfg, progress=False)
     save_dataset(ds, path)
     return ds
+
+
+# public maps PrivORL-j pre-trains on in this study (as table1_cpu.yaml: 10k transitions per map, seeds 11-13)
+J_PUBLIC = (("open", 11), ("medium", 12), ("large", 13))
+
+
+def privorl_j_release(name: str, sens, eps: float, seed: int, n_rows: int, rec: dict):
+    """Pre-train PrivORL-j (cpu preset + the configuration's overrides) on the J_PUBLIC maps, DP fine-tune it on
+    ``sens`` at unit = trajectory, and stitch ``n_rows`` transitions."""
+    from privsynth.synth import registry
+
+    over = {k: v for k, v in CONFIGS[name].items() if k != "synthesizer"}
+    synth = registry.make("privorl-j", preset="cpu")
+    _apply(synth.config, over)
+    synth.config.seed = seed
+    public = [dataset(f"{m}-10k-s{sd}", PointMazeConfig(maze=m, steps=10_000, seed=sd, ref_episodes=1))
+              for m, sd in J_PUBLIC]
+    synth.pretrain(public, progress=False)
+    synth.finetune(sens, eps, 1e-5, progress=False)
+    h = synth.history[-1]
+    rec.update({k: h.get(k) for k in ("noise_multiplier", "steps", "sample_rate", "trainable")}, overrides=over)
+    rec["epsilon_spent"] = h.get("epsilon")
+    return registry.sample(synth, n_transitions=n_rows, seed=seed)
 
 
 def task_data(task: str):
@@ -156,6 +182,8 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
     rec: dict = {"task": task, "config": name, "epsilon": eps, "seed": seed}
     if name == "real":
         train = sens
+    elif (CONFIGS[name] or {}).get("synthesizer") == "privorl-j":
+        train = privorl_j_release(name, sens, float(eps or 10.0), seed, args.samples, rec)
     else:
         over = dict(CONFIGS[name] or {})
         if over.pop("checkpoint", None) == "delta":

@@ -151,6 +151,30 @@ class NetworkSynthesizer(Synthesizer):
         self.obs_dim, self.act_dim = obs_dim, act_dim
         self.template = dataclasses.replace(template, sensitive=False, privacy_card=None, extra={}, name="template")
 
+    def _has_trained_weights(self) -> bool:
+        """Whether the network went through a training phase (pre-training or an earlier fine-tune)."""
+        return any(h.get("phase") in ("pretrain", "finetune") for h in getattr(self, "history", []))
+
+    def _freeze_except(self, module: Any, trainable: str, head: Any = None) -> tuple[str, list[Any]]:
+        """Partial DP fine-tuning (fewer noised dimensions, Yu et al. 2021): set ``requires_grad=False`` on the
+        parameters of ``module`` that keep their pre-trained values. ``trainable``: ``"all"``, ``"bias_norm"`` (every
+        bias and normalisation parameter) or ``"head"`` (the parameters of the modules in ``head``). Without trained
+        weights there is nothing to keep and every parameter trains. Returns (what trains, the frozen parameters;
+        the caller turns them back on)."""
+        if trainable == "all" or not self._has_trained_weights():
+            return "all", []
+        if trainable == "bias_norm":
+            keep = {id(p) for name, p in module.named_parameters() if name.endswith("bias") or "norm" in name}
+        elif trainable == "head" and head is not None:
+            keep = {id(p) for m in head for p in m.parameters()}
+        else:
+            choices = "'all', 'head' or 'bias_norm'" if head is not None else "'all' or 'bias_norm'"
+            raise InvalidData(f"unknown trainable setting '{trainable}': choose {choices}")
+        frozen = [p for p in module.parameters() if p.requires_grad and id(p) not in keep]
+        for p in frozen:
+            p.requires_grad_(False)
+        return trainable, frozen
+
     def _adopt_environment(self, info: Any) -> None:
         """Fine-tuning on ``info``'s data: samples are of its environment from now on (its public facts replace the
         pre-training map's; :data:`privsynth.data.dataset.ENV_FACT_FIELDS`, none a statistic of the records)."""

@@ -413,9 +413,8 @@ class TransitionSynthesizer(NetworkSynthesizer):
         )
         t0, c0 = time.perf_counter(), time.process_time()
         self.model.train()
-        # partial fine-tuning keeps pre-trained weights; with none (no-pre-training ablation) every parameter trains
-        trainable = dpc.trainable if any(h.get("phase") in ("pretrain", "finetune") for h in self.history) else "all"
-        frozen = self._freeze_for_finetune(trainable)
+        net = self.model.net  # partial fine-tuning keeps pre-trained weights (none in the no-pre-training ablation)
+        trainable, frozen = self._freeze_except(net, dpc.trainable, head=(net.blocks[-1], net.out_norm, net.out))
         try:
             result = self._dp_train(dp_train, loss_module, items, dp_cfg, tc, on_step, progress, epsilon, unit)
         finally:
@@ -449,23 +448,6 @@ class TransitionSynthesizer(NetworkSynthesizer):
             }
         )
         return self
-
-    def _freeze_for_finetune(self, trainable: str) -> list[nn.Parameter]:
-        """Set ``requires_grad=False`` on the denoiser parameters DP fine-tuning leaves at their public values."""
-        assert self.model is not None
-        if trainable == "all":
-            return []
-        net = self.model.net
-        if trainable == "head":
-            keep = {id(p) for m in (net.blocks[-1], net.out_norm, net.out) for p in m.parameters()}
-        elif trainable == "bias_norm":
-            keep = {id(p) for name, p in net.named_parameters() if name.endswith("bias") or "norm" in name}
-        else:
-            raise InvalidData(f"unknown dp.trainable '{trainable}': choose 'all', 'head' or 'bias_norm'")
-        frozen = [p for p in self.model.parameters() if p.requires_grad and id(p) not in keep]
-        for p in frozen:
-            p.requires_grad_(False)
-        return frozen
 
     @staticmethod
     def _dp_train(dp_train, loss_module, items, dp_cfg, tc, on_step, progress, epsilon, unit):

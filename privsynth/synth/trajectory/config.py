@@ -84,6 +84,9 @@ class TrajDPConfig:
     # else sampler.max_length). Longer trajectories are truncated to their first max_trajectory_length transitions;
     # sets the number of fragment slots per item, ceil(max_trajectory_length / H), so no shape depends on the data.
     max_trajectory_length: int | None = None
+    # which parameters DP fine-tuning updates: "all", or "bias_norm" (every bias and normalisation parameter; the
+    # rest keep their public pre-trained values: fewer noised dimensions, Yu et al. 2021)
+    trainable: Literal["all", "bias_norm"] = "all"
 
 
 @dataclass

@@ -358,11 +358,17 @@ class TrajectorySynthesizer(NetworkSynthesizer):
         )
         t0 = time.perf_counter()
         torch.manual_seed(cfg.seed + 7)  # fragment picks and diffusion σ inside the loss (not privacy noise)
-        result = dp_train(
-            loss_module, items, dp_cfg,
-            make_optimizer=lambda ps: torch.optim.AdamW(ps, lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay),
-            on_step=on_step, progress=progress, description=f"{self.name} DP fine-tune (eps={epsilon:g}, unit=trajectory)",
-        )
+        trainable, frozen = self._freeze_except(self.model, dpc.trainable)
+        try:
+            result = dp_train(
+                loss_module, items, dp_cfg,
+                make_optimizer=lambda ps: torch.optim.AdamW(ps, lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay),
+                on_step=on_step, progress=progress,
+                description=f"{self.name} DP fine-tune (eps={epsilon:g}, unit=trajectory)",
+            )
+        finally:
+            for p in frozen:
+                p.requires_grad_(True)
         ledger = self._open_ledger("trajectory", dpc.accountant, float(delta))
         ledger.append(result.event)
         note = (f"trajectories longer than {cap} transitions ({cap_source}, a public bound) are truncated to their "
@@ -378,7 +384,7 @@ class TrajectorySynthesizer(NetworkSynthesizer):
             "fragments_per_trajectory": dpc.fragments_per_trajectory, "steps": result.steps,
             "batch_size": dpc.batch_size, "sample_rate": result.sample_rate,
             "noise_multiplier": result.noise_multiplier, "epsilon": result.epsilon, "delta": result.delta,
-            "target_epsilon": float(epsilon), "grad_sample_mode": result.grad_sample_mode,
+            "target_epsilon": float(epsilon), "grad_sample_mode": result.grad_sample_mode, "trainable": trainable,
             "seconds": time.perf_counter() - t0,
         })
         return self

@@ -1,0 +1,46 @@
+"""PrivORL-j partial DP fine-tuning: with ``dp.trainable = "bias_norm"`` only biases and normalisation parameters
+move and the DP event is accounted as for full fine-tuning."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import make_toy_dataset
+from privsynth.errors import InvalidData
+from privsynth.synth.trajectory import TrajectorySynthesizer, tiny_config
+
+
+def _data():
+    pub = make_toy_dataset(lengths=(9, 6, 11, 8), obs_dim=3, act_dim=2, seed=1)
+    sens = make_toy_dataset(lengths=(7, 5, 10, 4, 8, 6), obs_dim=3, act_dim=2, seed=2, sensitive=True)
+    return pub, sens
+
+
+def _cfg(trainable):
+    cfg = tiny_config()
+    cfg.pretrain_curiosity = False
+    cfg.dp.trainable = trainable
+    return cfg
+
+
+def test_bias_norm_moves_only_biases_and_norms_and_is_accounted():
+    pub, sens = _data()
+    torch.manual_seed(0)
+    s = TrajectorySynthesizer(_cfg("bias_norm")).pretrain(pub, progress=False)
+    before = {k: v.clone() for k, v in s.model.named_parameters()}
+    s.finetune(sens, 3.0, 1e-3, progress=False)
+    moved = {k for k, v in s.model.named_parameters() if not torch.equal(v, before[k])}
+    keep = {k for k in before if k.endswith("bias") or "norm" in k}
+    assert moved and moved <= keep
+    assert all(p.requires_grad for p in s.model.parameters())  # restored
+    h = s.history[-1]
+    assert h["trainable"] == "bias_norm" and h["epsilon"] <= 3.0 + 1e-9
+    assert s.ledger.epsilon() == pytest.approx(h["epsilon"])
+
+
+def test_an_unknown_trainable_setting_is_refused_before_any_step():
+    pub, sens = _data()
+    s = TrajectorySynthesizer(_cfg("head")).pretrain(pub, progress=False)  # "head" is a PrivORL-n setting
+    with pytest.raises(InvalidData, match="'all' or 'bias_norm'"):
+        s.finetune(sens, 3.0, 1e-3, progress=False)
+    assert s.ledger is None or s.ledger.epsilon() == 0.0  # nothing was spent
