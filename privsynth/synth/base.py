@@ -161,15 +161,16 @@ class NetworkSynthesizer(Synthesizer):
         bias and normalisation parameter) or ``"head"`` (the parameters of the modules in ``head``). Without trained
         weights there is nothing to keep and every parameter trains. Returns (what trains, the frozen parameters;
         the caller turns them back on)."""
+        allowed = ("all", "bias_norm", "head") if head is not None else ("all", "bias_norm")
+        if trainable not in allowed:
+            choices = "'all', 'head' or 'bias_norm'" if head is not None else "'all' or 'bias_norm'"
+            raise InvalidData(f"unknown trainable setting '{trainable}': choose {choices}")
         if trainable == "all" or not self._has_trained_weights():
             return "all", []
         if trainable == "bias_norm":
             keep = {id(p) for name, p in module.named_parameters() if name.endswith("bias") or "norm" in name}
-        elif trainable == "head" and head is not None:
-            keep = {id(p) for m in head for p in m.parameters()}
         else:
-            choices = "'all', 'head' or 'bias_norm'" if head is not None else "'all' or 'bias_norm'"
-            raise InvalidData(f"unknown trainable setting '{trainable}': choose {choices}")
+            keep = {id(p) for m in head for p in m.parameters()}
         frozen = [p for p in module.parameters() if p.requires_grad and id(p) not in keep]
         for p in frozen:
             p.requires_grad_(False)
