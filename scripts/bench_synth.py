@@ -66,6 +66,18 @@ def timed(fn):
     return out, time.perf_counter() - t, time.process_time() - c
 
 
+def fold_ratio(net, dim: int, rows: int, reps: int = 20) -> float:
+    """CPU time of the denoiser module over its folded sampling forward, per call at one noise level (same rows)."""
+    x, c = torch.randn(rows, dim), torch.tensor(0.3)
+    folded = net.folded()
+    with torch.no_grad():
+        for _ in range(2):  # warm-up
+            net(x, c.expand(rows)), folded(x, c)
+        _, _, module_cpu = timed(lambda: [net(x, c.expand(rows)) for _ in range(reps)])
+        _, _, folded_cpu = timed(lambda: [folded(x, c) for _ in range(reps)])
+    return module_cpu / folded_cpu
+
+
 def arch_sweep(args: argparse.Namespace) -> None:
     """Denoiser size vs fidelity on public data: train on 80% of medium's episodes, score on the other 20%."""
     med = load_maze("medium", SCALES["demo"][1], seed=1)
@@ -105,6 +117,8 @@ def sampling_bench(args: argparse.Namespace) -> None:
     model, dim = synth.released.eval(), synth.data_dim
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; model {args.sampling_model} "
           f"({synth.n_parameters()} parameters, {dim} columns); torch threads {torch.get_num_threads()}", flush=True)
+    print(f"folded sampling forward vs the module, {CHUNK_ROWS} rows, one thread: "
+          f"{fold_ratio(model.net, dim, CHUNK_ROWS):.2f}x", flush=True)
     total = args.chunk_rows_total
     rates = {}
     for rep in range(2):  # the first pass warms up; the second is reported

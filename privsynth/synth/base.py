@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 
 from privsynth.config_io import config_to_dict
-from privsynth.data.dataset import OfflineDataset
+from privsynth.data.dataset import OfflineDataset, environment_facts
 from privsynth.data.normalize import refuse_sensitive
 from privsynth.errors import InvalidData, PrivacyError, SpaceMismatch
 from privsynth.synth.checkpoint import atomic_torch_save
@@ -179,8 +179,6 @@ class NetworkSynthesizer(Synthesizer):
     def _adopt_environment(self, info: Any) -> None:
         """Fine-tuning on ``info``'s data: samples are of its environment from now on (its public facts replace the
         pre-training map's; :data:`privsynth.data.dataset.ENV_FACT_FIELDS`, none a statistic of the records)."""
-        from privsynth.data.dataset import environment_facts
-
         if self.template is not None:
             self.template = dataclasses.replace(self.template, **environment_facts(info))
 
