@@ -4,6 +4,10 @@ Tasks (PointMaze, sparse reward, as the shipped pre-trained checkpoints):
 
 * ``proxy``: pretend-sensitive = PointMaze **medium** (20k transitions, seed 12); public = open + large (50k each,
   seed 1), pre-trained here with ``cpu_config()`` pre-training (10 epochs, curiosity). Every default is chosen here.
+* ``mirror`` / ``mirror_dense``: pretend-sensitive = PointMaze **umaze_mirror** (20k transitions, seed 12), sparse or
+  dense reward. ``mirror`` starts from the shipped checkpoints (public open + medium + large, sparse, 100k each);
+  ``mirror_dense`` (round 4) pre-trains here with the ``cpu`` preset on dense open + medium + large (10k each, seeds
+  11-13), the public recipe of ``table1_cpu.yaml``, so that the proxy has the reward type of the table's task.
 * ``umaze``: sensitive = PointMaze **umaze** (20k transitions, seed 2), starting from the shipped
   ``pretrained/pointmaze-umaze-absolute`` (public open + medium + large; ``delta_*`` configurations start from the Δs
   ``pretrained/pointmaze-umaze``). Only the defaults chosen on a proxy are run.
@@ -92,6 +96,8 @@ CONFIGS: dict[str, dict] = {
     # PrivORL-j (trajectory synthesizer, unit = trajectory): pre-trained per run on J_PUBLIC, then DP fine-tuned
     "j_default": {"synthesizer": "privorl-j"},  # the trajectory cpu preset as committed
     "j_biasnorm": {"synthesizer": "privorl-j", "dp": {"trainable": "bias_norm"}},
+    # round 4: 3x the DP fine-tuning epochs (the cpu preset's 10 epochs are 69 DP steps on 20k transitions)
+    "j_biasnorm_e30": {"synthesizer": "privorl-j", "dp": {"trainable": "bias_norm"}, "finetune": {"epochs": 30.0}},
     "pretrained": {},  # no fine-tuning at all: the public model alone
     "default": None,  # cpu_config() as committed (whatever the defaults are now)
 }
@@ -110,18 +116,23 @@ def dataset(name: str, cfg: PointMazeConfig) -> "OfflineDataset":  # noqa: F821
 J_PUBLIC = (("open", 11), ("medium", 12), ("large", 13))
 
 
+def public_maps(dense: bool) -> list:
+    """The J_PUBLIC maps (10k transitions each), sparse or dense reward."""
+    tag = "-dense" if dense else ""
+    return [dataset(f"{m}{tag}-10k-s{sd}", PointMazeConfig(maze=m, steps=10_000, seed=sd, ref_episodes=1, dense=dense))
+            for m, sd in J_PUBLIC]
+
+
 def privorl_j_release(name: str, sens, eps: float, seed: int, n_rows: int, rec: dict):
-    """Pre-train PrivORL-j (cpu preset + the configuration's overrides) on the J_PUBLIC maps, DP fine-tune it on
-    ``sens`` at unit = trajectory, and stitch ``n_rows`` transitions."""
+    """Pre-train PrivORL-j (cpu preset + the configuration's overrides) on the J_PUBLIC maps (with the sensitive
+    task's reward type), DP fine-tune it on ``sens`` at unit = trajectory, and stitch ``n_rows`` transitions."""
     from privsynth.synth import registry
 
     over = {k: v for k, v in CONFIGS[name].items() if k != "synthesizer"}
     synth = registry.make("privorl-j", preset="cpu")
     _apply(synth.config, over)
     synth.config.seed = seed
-    public = [dataset(f"{m}-10k-s{sd}", PointMazeConfig(maze=m, steps=10_000, seed=sd, ref_episodes=1))
-              for m, sd in J_PUBLIC]
-    synth.pretrain(public, progress=False)
+    synth.pretrain(public_maps(dense="Dense" in (sens.info.env_id or "")), progress=False)
     synth.finetune(sens, eps, 1e-5, progress=False)
     h = synth.history[-1]
     rec.update({k: h.get(k) for k in ("noise_multiplier", "steps", "sample_rate", "trainable")}, overrides=over)
@@ -146,6 +157,14 @@ def task_data(task: str):
         sens = dataset("umaze_mirror-20k-s12",
                        PointMazeConfig(maze="umaze_mirror", steps=20_000, seed=12, ref_episodes=10))
         return sens, ABSOLUTE_CKPT
+    if task == "mirror_dense":
+        sens = dataset("umaze_mirror-dense-20k-s12",
+                       PointMazeConfig(maze="umaze_mirror", steps=20_000, seed=12, ref_episodes=10, dense=True))
+        ckpt = SCRATCH / "mirror_dense_pretrained.pt"
+        if not ckpt.exists():  # the table1_cpu pretrain cell's recipe: cpu preset (Δs rows), seed 0
+            synth = TransitionSynthesizer(cpu_config()).pretrain(public_maps(dense=True), progress=False)
+            synth.save(ckpt)
+        return sens, ckpt
     if task == "umaze":
         sens = dataset("umaze-20k-s2", PointMazeConfig(maze="umaze", steps=20_000, seed=2, ref_episodes=10))
         return sens, ABSOLUTE_CKPT
@@ -186,7 +205,10 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
         train = privorl_j_release(name, sens, float(eps or 10.0), seed, args.samples, rec)
     else:
         over = dict(CONFIGS[name] or {})
-        if over.pop("checkpoint", None) == "delta":
+        if task == "mirror_dense":
+            if over.pop("checkpoint", None) != "delta" and name != "default":
+                raise SystemExit("mirror_dense pre-trains with Δs rows: run delta_* configurations (or default)")
+        elif over.pop("checkpoint", None) == "delta":
             if task == "proxy":
                 raise SystemExit("the delta checkpoint is pre-trained on open + medium + large: use --task mirror/umaze")
             ckpt = DELTA_CKPT
@@ -288,7 +310,7 @@ def table(paths: list[Path]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--task", choices=["proxy", "mirror", "umaze"],
+    ap.add_argument("--task", choices=["proxy", "mirror", "mirror_dense", "umaze"],
                     help="mirror: pretend-sensitive umaze_mirror 20k (seed 12), public = the shipped pointmaze-umaze")
     ap.add_argument("--configs", default="real,old")
     ap.add_argument("--eps", default="10")
