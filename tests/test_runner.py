@@ -239,3 +239,16 @@ def test_needs_where_fixes_upstream_keys(tmp_path):
     bad = write_suite(tmp_path / "bad", body % "", name="w")
     with pytest.raises(InvalidData, match="add keys to 'match'"):
         run_suite(bad, progress=False, log=lambda _: None)
+
+
+def test_table_where_keeps_only_matching_cells(tmp_path):
+    body = SUITE.replace(
+        "  - {name: flat, stage: use,",
+        "  - {name: only_a, stage: use, where: {synthesizer: a}, rows: [synthesizer, epsilon], values: [score]}\n"
+        "  - {name: flat, stage: use,")
+    suite = write_suite(tmp_path, body)
+    run_suite(suite, progress=False, log=lambda _: None)
+    only_a = (suite.out / "tables" / "only_a.md").read_text()
+    flat = (suite.out / "tables" / "flat.md").read_text()
+    assert "| a |" in only_a and "| b |" not in only_a
+    assert "| a |" in flat and "| b |" in flat

@@ -60,11 +60,14 @@ def current_records(suite: Suite) -> dict[str, list[CellRecord]]:
 
 
 def records_for(suite: Suite, spec: dict[str, Any]) -> list[CellRecord]:
-    """Current records a table or plot ``spec`` selects (by ``stage`` and/or ``kind``)."""
+    """Current records a table or plot ``spec`` selects (by ``stage`` and/or ``kind``, and ``where``: params equal
+    to the given values, e.g. ``where: {synthesizer: privorl-n}``)."""
     if suite.current is None:
         suite.current = current_records(suite)
+    where = spec.get("where") or {}
     return [r for name, recs in suite.current.items() for r in recs
-            if (spec.get("stage") in (None, name)) and (spec.get("kind") in (None, r.kind))]
+            if (spec.get("stage") in (None, name)) and (spec.get("kind") in (None, r.kind))
+            and all(r.params.get(k) == v for k, v in where.items())]
 
 
 def selections(suite: Suite, specs: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], list[CellRecord]]]:
