@@ -205,10 +205,10 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
         train = privorl_j_release(name, sens, float(eps or 10.0), seed, args.samples, rec)
     else:
         over = dict(CONFIGS[name] or {})
-        if task == "mirror_dense":
-            if over.pop("checkpoint", None) != "delta" and name != "default":
-                raise SystemExit("mirror_dense pre-trains with Δs rows: run delta_* configurations (or default)")
-        elif over.pop("checkpoint", None) == "delta":
+        start = over.pop("checkpoint", None)
+        if task == "mirror_dense" and start != "delta" and name != "default":
+            raise SystemExit("mirror_dense pre-trains with Δs rows: run delta_* configurations (or default)")
+        if start == "delta" and task != "mirror_dense":
             if task == "proxy":
                 raise SystemExit("the delta checkpoint is pre-trained on open + medium + large: use --task mirror/umaze")
             ckpt = DELTA_CKPT
