@@ -98,6 +98,8 @@ CONFIGS: dict[str, dict] = {
     "j_biasnorm": {"synthesizer": "privorl-j", "dp": {"trainable": "bias_norm"}},
     # round 4: 3x the DP fine-tuning epochs (the cpu preset's 10 epochs are 69 DP steps on 20k transitions)
     "j_biasnorm_e30": {"synthesizer": "privorl-j", "dp": {"trainable": "bias_norm"}, "finetune": {"epochs": 30.0}},
+    # round 4b: PrivORL-j with the Δs next state (pre-trained with Δs rows too), biases and norms DP fine-tuned
+    "j_delta_biasnorm": {"synthesizer": "privorl-j", "dp": {"trainable": "bias_norm"}, "next_state": "delta"},
     "pretrained": {},  # no fine-tuning at all: the public model alone
     "default": None,  # cpu_config() as committed (whatever the defaults are now)
 }

@@ -192,11 +192,11 @@ class NetworkSynthesizer(Synthesizer):
         """Fill a fresh instance from a checkpoint dict: normaliser, network built for the saved dims, EMA and model
         weights (float32; a checkpoint without model weights starts from its EMA), ledger, public data, history."""
         from privsynth.data.dataset import DatasetInfo
-        from privsynth.data.normalize import Normalizer
         from privsynth.privacy.ledger import Ledger
+        from privsynth.synth.next_state import restore_normalizer
 
-        if state["normalizer"] is not None:
-            self.normalizer = Normalizer.from_dict(state["normalizer"])
+        if state["normalizer"] is not None:  # its own class: a Δs normaliser stays one
+            self.normalizer = restore_normalizer(state["normalizer"])
         self._build(*state["dims"], DatasetInfo.from_dict(state["template"] or {}))
         assert self.model is not None and self.ema is not None
         as_float = lambda sd: {k: v.float() if v.is_floating_point() else v for k, v in sd.items()}  # noqa: E731
@@ -262,15 +262,36 @@ class NetworkSynthesizer(Synthesizer):
     ) -> "NetworkSynthesizer":
         """Normalise with DP statistics of the sensitive data (no public data): clipped mean and std under the
         Gaussian mechanism (:mod:`privsynth.privacy.dp_stats`), noise from the synthesizer's noise source. The event
-        is charged to this synthesizer's ledger at fine-tuning, composed with DP-SGD's."""
+        is charged to this synthesizer's ledger at fine-tuning, composed with DP-SGD's. With ``config.next_state =
+        "delta"`` the statistics are those of the Δs rows, clipped to the box
+        :func:`~privsynth.synth.next_state.delta_bounds` derives from the public state bounds."""
         from privsynth.privacy.dp_stats import dp_normalizer_from_dataset
+        from privsynth.synth.next_state import dp_delta_normalizer
 
-        norm, event = dp_normalizer_from_dataset(
-            sensitive, low=low, high=high, epsilon=epsilon, delta=delta, unit=unit, accountant=accountant,
-            noise_seed=getattr(self.config, "noise_seed", None),
-        )
+        fit = dp_delta_normalizer if self.next_state == "delta" else dp_normalizer_from_dataset
+        norm, event = fit(sensitive, low=low, high=high, epsilon=epsilon, delta=delta, unit=unit,
+                          accountant=accountant, noise_seed=getattr(self.config, "noise_seed", None))
         self.normalizer, self.normalizer_event = norm, event
         return self
+
+    @property
+    def next_state(self) -> str:
+        """How rows carry the next state: ``"absolute"`` s′ or ``"delta"`` s′ − s (:mod:`privsynth.synth.next_state`)."""
+        return getattr(self.config, "next_state", "absolute")
+
+    def _check_next_state(self) -> None:
+        """A ``next_state = "delta"`` model needs a normaliser of Δs rows (fitted on public data), and vice versa."""
+        from privsynth.synth.next_state import DeltaNormalizer
+
+        if self.normalizer is None:
+            return
+        is_delta = isinstance(self.normalizer, DeltaNormalizer)
+        if is_delta != (self.next_state == "delta"):
+            raise InvalidData(
+                f"config.next_state is '{self.next_state}' but the normaliser ({self.normalizer.source}) "
+                f"{'encodes' if is_delta else 'does not encode'} s' - s: a delta model needs public statistics of Δs "
+                "(pre-train or fit_public_stats with next_state='delta'), not fixed bounds or a DP normaliser of s'"
+            )
 
     def _check_normalizer_accounted(self, unit: str) -> None:
         """A normaliser fitted with DP on sensitive data must bring its ledger event (else its cost is unaccounted)."""

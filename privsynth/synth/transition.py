@@ -53,7 +53,7 @@ from privsynth.synth.curiosity import RND, CuriosityMixer
 from privsynth.synth.denoiser import ResidualMLPDenoiser
 from privsynth.synth.edm import EDM
 from privsynth.synth.ema import EMA
-from privsynth.synth.next_state import DeltaNormalizer, fit_public_normalizer, restore_normalizer
+from privsynth.synth.next_state import fit_public_normalizer
 from privsynth.synth.plain_training import train_plain
 from privsynth.synth.sampling import sample_dpm, sample_rows
 
@@ -157,28 +157,6 @@ class TransitionSynthesizer(NetworkSynthesizer):
             raise SpaceMismatch(f"normaliser has {self.normalizer.dim} columns but transitions have {self.data_dim}")
         self._check_next_state()
 
-    def _check_next_state(self) -> None:
-        """A ``next_state = "delta"`` model needs a normaliser of Δs rows (fitted on public data), and vice versa."""
-        if self.normalizer is None:
-            return
-        delta = isinstance(self.normalizer, DeltaNormalizer)
-        if delta != (self.config.next_state == "delta"):
-            raise InvalidData(
-                f"config.next_state is '{self.config.next_state}' but the normaliser ({self.normalizer.source}) "
-                f"{'encodes' if delta else 'does not encode'} s' - s: a delta model needs public statistics of Δs "
-                "(pre-train or fit_public_stats with next_state='delta'), not fixed bounds or a DP normaliser of s'"
-            )
-
-    def _restore(self, state: dict[str, Any]) -> None:
-        """As the base class, with the normaliser's own class (a delta one stays a delta one)."""
-        saved = state["normalizer"]
-        super()._restore({**state, "normalizer": None})
-        if saved is not None:
-            self.normalizer = restore_normalizer(saved)
-            if self.normalizer.dim != self.data_dim:
-                raise SpaceMismatch(f"normaliser has {self.normalizer.dim} columns but transitions have {self.data_dim}")
-            self._check_next_state()
-
     def _check_data(self, ds: OfflineDataset) -> None:
         if self.obs_dim is not None:
             self._check_dims(ds)
@@ -243,21 +221,6 @@ class TransitionSynthesizer(NetworkSynthesizer):
         self.normalizer = fit_public_normalizer(datasets, self.config.next_state)
         self.discrete_values = self._discrete_support(np.concatenate([ds.transition_matrix() for ds in datasets]))
         self.public_data += [ds.info.name for ds in datasets]
-        return self
-
-    def fit_dp_normalizer(self, sensitive: OfflineDataset, *, low: Any, high: Any, epsilon: float, delta: float,
-                          unit: str = "transition", accountant: str = "pld") -> "TransitionSynthesizer":
-        """As the base class; with ``next_state = "delta"`` the DP statistics are those of the Δs rows, clipped to the
-        box :func:`~privsynth.synth.next_state.delta_bounds` derives from the public state bounds."""
-        if self.config.next_state != "delta":
-            return super().fit_dp_normalizer(sensitive, low=low, high=high, epsilon=epsilon, delta=delta, unit=unit,
-                                             accountant=accountant)
-        from privsynth.synth.next_state import dp_delta_normalizer
-
-        norm, event = dp_delta_normalizer(sensitive, low=low, high=high, epsilon=epsilon,
-                                          delta=delta, unit=unit, accountant=accountant,
-                                          noise_seed=getattr(self.config, "noise_seed", None))
-        self.normalizer, self.normalizer_event = norm, event
         return self
 
     def _discrete_support(self, public_rows: np.ndarray) -> dict[int, list[float]]:

@@ -117,6 +117,9 @@ class TrajSynthConfig:
     dp: TrajDPConfig = field(default_factory=TrajDPConfig)
     sampler: TrajSamplerConfig = field(default_factory=TrajSamplerConfig)
     pretrain_curiosity: bool = True  # RND novelty of fragments mixed into pre-training batches (PrivORL section VI-B)
+    # how a row carries the next state: "absolute" s' (PrivORL) or "delta" s' - s (privsynth.synth.next_state; the
+    # normaliser is fitted on public Δs rows, decoding gives s' = s + Δs)
+    next_state: Literal["absolute", "delta"] = "absolute"
     seed: int = 0  # non-private randomness only (init, pre-training, default sampling seed); never the DP noise
     # None (default): DP noise and masks from OS entropy; an int: reproducible, marked NOT DP, refused on release
     noise_seed: int | None = None

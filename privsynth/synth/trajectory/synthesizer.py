@@ -9,7 +9,9 @@ Model rows. A row is ``state | action | reward | next state | terminal | end`` (
 end-of-trajectory flag, 1 on each trajectory's last transition), so generation can stop trajectories that end by a
 timeout (PointMaze ends an episode at the goal, with no terminal). The first 2o+a+1 columns are z-scored by a
 :class:`~privsynth.data.normalize.Normalizer` fitted on **public** data (never refitted on sensitive data); the two
-flags stay in {0, 1}. A fragment's condition is its linking transition in model space plus a has-link flag.
+flags stay in {0, 1}. With ``next_state = "delta"`` the next-state block holds s′ − s before z-scoring (a
+:class:`~privsynth.synth.next_state.DeltaNormalizer`, public statistics), so a generated s′ is the state plus a small
+generated step, as in PrivORL-n. A fragment's condition is its linking transition in model space plus a has-link flag.
 
 The privacy unit. One DP-SGD item is one whole trajectory: all its fragments, padded to a public number of fragment
 slots F = ⌈L_max / H⌉ ([N_traj, F, H, D] with masks), where L_max is a public bound on trajectory length: the
@@ -48,6 +50,7 @@ from privsynth.synth.checkpoint import read_checkpoint
 from privsynth.synth.base import NetworkSynthesizer, Unit
 from privsynth.synth.curiosity import RND, CuriosityMixer
 from privsynth.synth.ema import EMA
+from privsynth.synth.next_state import fit_public_normalizer
 from privsynth.synth.plain_training import train_plain
 from privsynth.synth.trajectory.config import (
     TrajSynthConfig,
@@ -201,6 +204,7 @@ class TrajectorySynthesizer(NetworkSynthesizer):
         self.ema = EMA(self.model, decay=t.ema_decay, every=t.ema_every, warmup=t.ema_warmup)
         if self.normalizer is not None and self.normalizer.dim != self.data_dim - 1:
             raise SpaceMismatch(f"normaliser has {self.normalizer.dim} columns but transitions have {self.data_dim - 1}")
+        self._check_next_state()
 
     def _check(self, ds: OfflineDataset) -> None:
         if self.model is None:
@@ -252,7 +256,7 @@ class TrajectorySynthesizer(NetworkSynthesizer):
         for ds in datasets:
             self._check(ds)
         if self.normalizer is None:
-            self.normalizer = Normalizer.fit_public(datasets)
+            self.normalizer = fit_public_normalizer(datasets, self.config.next_state)
         items = [self.fragment_items(ds) for ds in datasets]
         x = torch.cat([it.data for it in items])
         c = torch.cat([it.cond for it in items])
@@ -333,6 +337,7 @@ class TrajectorySynthesizer(NetworkSynthesizer):
                 "fine-tuning never fits one on sensitive data"
             )
         self._check(sensitive)
+        self._check_next_state()
         self._check_normalizer_accounted("trajectory")
         self._adopt_environment(sensitive.info)
         assert self.model is not None and self.ema is not None
