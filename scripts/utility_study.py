@@ -243,6 +243,7 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
                 "dyn_rel_step": pred["dynamics"]["rel_step_mean"], "dyn_rel_nomotion": pred["dynamics"]["rel_nomotion_mean"],
                 "predictor": pred})
     rec.update(run_agents(train, sens, seed, args.real_agents if name == "real" else args.agents, args.updates))
+    rec["updates"] = args.updates
     rec["cpu_s"] = time.process_time() - c0
     rec["wall_s"] = time.perf_counter() - t0
     return rec
