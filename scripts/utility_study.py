@@ -71,8 +71,9 @@ CONFIGS: dict[str, dict] = {
                     "dp": {"noise_multiplicity": 1, "max_grad_norm": 10.0}},
     "long_lr1e2": {"finetune": {"epochs": 150.0, "batch_size": 2048, "lr": 1e-2}, "dp": {"noise_multiplicity": 1}},
     # Δs = s' - s rows: start from a model pre-trained with next_state="delta" on the same public data (DELTA_CKPT)
+    # every parameter trained, spelled out: a checkpoint pre-trained with today's cpu preset carries bias_norm
     "delta_old": {"checkpoint": "delta", "finetune": {"epochs": 30.0, "batch_size": 2048, "lr": 3e-3},
-                  "dp": {"noise_multiplicity": 1}},
+                  "dp": {"noise_multiplicity": 1, "trainable": "all"}},
     "delta_long": {"checkpoint": "delta", "finetune": {"epochs": 150.0, "batch_size": 2048, "lr": 3e-3},
                    "dp": {"noise_multiplicity": 1}},
     "delta_b8k": {"checkpoint": "delta", "finetune": {"epochs": 150.0, "batch_size": 8192, "lr": 3e-3},
@@ -91,7 +92,7 @@ CONFIGS: dict[str, dict] = {
     "delta_old_clip01": {"checkpoint": "delta", "finetune": {"epochs": 30.0, "batch_size": 2048, "lr": 3e-3},
                          "dp": {"noise_multiplicity": 1, "max_grad_norm": 0.1}},
     "delta_nodp": {"checkpoint": "delta", "finetune": {"epochs": 100.0, "batch_size": 256, "lr": 3e-3},
-                   "private": False},
+                   "dp": {"trainable": "all"}, "private": False},
     "nodp": {"finetune": {"epochs": 100.0, "batch_size": 256, "lr": 3e-3}, "private": False},
     # PrivORL-j (trajectory synthesizer, unit = trajectory): pre-trained per run on J_PUBLIC, then DP fine-tuned
     "j_default": {"synthesizer": "privorl-j"},  # the trajectory cpu preset as committed

@@ -100,7 +100,8 @@ class DPConfig:
     noise_multiplier: float | None = None  # None = calibrate to epsilon
     # which denoiser parameters DP fine-tuning updates (the rest stay at their public pre-trained values; fewer noised
     # dimensions, Yu et al. 2021): "all", "head" (last residual block + output LayerNorm + output layer) or
-    # "bias_norm" (every bias and LayerNorm parameter)
+    # "bias_norm" (every bias and LayerNorm parameter). A non-private fine-tune (private = False) trains every
+    # parameter whatever this says, and its history records trainable = "all"
     trainable: Literal["all", "head", "bias_norm"] = "all"
 
 

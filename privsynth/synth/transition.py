@@ -331,7 +331,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
         if not cfg.private:
             self._train_plain(x, tc, phase="finetune", curiosity=cfg.finetune_curiosity, progress=progress)
             self.nonprivate_finetunes += 1
-            self.history[-1].update({"dataset": sensitive.info.name, "unit": unit})
+            self.history[-1].update({"dataset": sensitive.info.name, "unit": unit, "trainable": "all"})
             return self
         from privsynth.privacy.dpsgd import DPSGDConfig, dp_train
 
