@@ -209,7 +209,7 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
     else:
         over = dict(CONFIGS[name] or {})
         start = over.pop("checkpoint", None)
-        if task == "mirror_dense" and start != "delta" and name != "default":
+        if task == "mirror_dense" and start != "delta" and name not in ("default", "pretrained"):
             raise SystemExit("mirror_dense pre-trains with Δs rows: run delta_* configurations (or default)")
         if start == "delta" and task != "mirror_dense":
             if task == "proxy":

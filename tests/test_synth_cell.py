@@ -58,3 +58,55 @@ def test_diffusion_and_gan_synthesizers_through_the_same_cell(tmp_path):
     names = ["privorl-n", "privorl-j", "pategan"]
     _, records = _run(tmp_path, "[" + ", ".join(names) + "]")
     _check(records, names)
+
+
+PUBLIC_ONLY = """
+name: public_only
+workers: 1
+datasets:
+  public: {{source: pointmaze, maze: open, steps: 600, seed: 1, dense: true, ref_episodes: 1}}
+  sens:   {{source: pointmaze, maze: umaze, steps: 600, seed: {sens_seed}, dense: true, ref_episodes: 1, sensitive: true}}
+defaults:
+  data: {{public: [public], sensitive: sens}}
+  config: {{preset: cpu, denoiser: {{width: 32, depth: 1}}, pretrain: {{epochs: 1, batch_size: 64}},
+           pretrain_curiosity: false, sampler: {{steps: 4}}}}
+stages:
+  - {{name: pretrain, kind: pretrain, grid: {{seed: [0]}}}}
+  - name: synthesize
+    kind: synthesize
+    needs: {{stage: pretrain}}
+    grid: {{epsilon: [{eps}], seed: [0]}}
+    params: {{synthesizer: privorl-n, finetune: none, num_samples: 200}}
+"""
+
+
+def _public_only(tmp_path, sens_seed, eps="0.0"):
+    path = tmp_path / f"p{sens_seed}-{eps}.yaml"
+    path.write_text(textwrap.dedent(PUBLIC_ONLY.format(sens_seed=sens_seed, eps=eps)))
+    suite = load_suite(path, results_dir=tmp_path / f"results{sens_seed}")
+    res = run_suite(suite, progress=False, log=lambda _: None)
+    return res, suite
+
+
+@pytest.mark.slow
+def test_the_public_only_row_reads_no_sensitive_record(tmp_path):
+    """finetune: none samples the pre-trained model: on two different sensitive datasets the samples are identical
+    (nothing computed from the records), no ledger is written, and it must say epsilon 0."""
+    import numpy as np
+
+    from privsynth.evaluation.bench.sources import load_dataset_file
+
+    samples = []
+    for sens_seed in (2, 3):
+        res, suite = _public_only(tmp_path, sens_seed)
+        assert res.failed == 0
+        (rec,) = [r for r in collect_records(suite) if r["stage"] == "synthesize"]
+        assert rec["result"]["public_only"] is True and rec["result"]["n_synthetic"] == 200
+        art = next(suite.out.rglob("synthetic.npz"))
+        assert not list(art.parent.glob("ledger.json"))
+        ds = load_dataset_file(art)
+        assert ds.info.env_id == "PointMaze_UMazeDense-v3"  # labelled with the environment it is evaluated in
+        samples.append(ds.transition_matrix())
+    np.testing.assert_array_equal(samples[0], samples[1])
+    res, _ = _public_only(tmp_path, 2, eps="1.0")  # the pretrain cell is reused
+    assert res.failed == 1 and "epsilon: 0.0" in res.failures[0].error

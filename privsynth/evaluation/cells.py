@@ -4,7 +4,8 @@ The kinds glue library functions, nothing more:
 
 * ``pretrain``: :class:`privsynth.synth.TransitionSynthesizer` pre-trained on the public datasets (checkpoint).
 * ``synthesize``: DP fine-tune of the upstream pre-trained checkpoint on the sensitive dataset (or plain fine-tune for
-  ``epsilon: null``), then sampling; writes ``synthetic.npz``, ``model.pt`` and the ledger.
+  ``epsilon: null``; ``finetune: none`` with ``epsilon: 0.0``: none at all, the public model alone), then sampling;
+  writes ``synthetic.npz``, ``model.pt`` and the ledger.
 * ``agent``: :func:`privsynth.evaluation.agents.train_agent` on the synthetic (or, for ``synthesizer: real``, the real)
   data (``postprocess: true``: post-processed first, :mod:`privsynth.release.postprocess`), evaluated in the real
   environment; final (last-K mean) and best scores. Compatible agent cells of a stage
@@ -126,7 +127,9 @@ def pretrain_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
 
 @register_cell("synthesize")
 def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
-    """Fine-tune (DP unless ``epsilon`` is null) on the sensitive data, sample, save data, model and ledger."""
+    """Fine-tune (DP unless ``epsilon`` is null) on the sensitive data, sample, save data, model and ledger. With
+    ``finetune: none`` and ``epsilon: 0.0`` the pre-trained upstream model is sampled as it is (the public-only
+    reference: what a release costs nothing for)."""
     from privsynth.synth import TransitionSynthesizer
 
     _check_synthesizer(params)
@@ -147,13 +150,25 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
         synth = TransitionSynthesizer(synth_config(params.get("config"), seed)).fit_public_stats(_public(params, ctx))
     else:
         raise InvalidData(f"cell {ctx.cell_id} expected a pre-trained checkpoint but its pretrain cell is missing")
-    synth.config.private = epsilon is not None
+    public_only = params.get("finetune") == "none"
     t0 = time.perf_counter()
-    eps_arg = float(epsilon) if epsilon is not None else 1.0  # ignored when private is False
-    synth.finetune(sensitive, eps_arg, float(params.get("delta", 1e-5)), params.get("unit", "transition"),
-                   progress=False)
+    if public_only:
+        # the public model alone (epsilon = 0): no record of the sensitive data is read, only its environment's
+        # public facts (ENV_FACT_FIELDS), so that the sample is labelled with the environment it is evaluated in
+        if ctx.upstream is None:
+            raise InvalidData(f"cell {ctx.cell_id}: finetune: none samples a pre-trained model; give it a pretrain upstream")
+        if epsilon is None or float(epsilon) != 0.0:
+            raise InvalidData(f"cell {ctx.cell_id}: finetune: none spends no privacy budget; set epsilon: 0.0")
+        synth._adopt_environment(sensitive.info)
+    else:
+        synth.config.private = epsilon is not None
+        eps_arg = float(epsilon) if epsilon is not None else 1.0  # ignored when private is False
+        synth.finetune(sensitive, eps_arg, float(params.get("delta", 1e-5)), params.get("unit", "transition"),
+                       progress=False)
     finetune_seconds = time.perf_counter() - t0
     out: dict[str, Any] = {"finetune_seconds": finetune_seconds, "n_parameters": synth.n_parameters()}
+    if public_only:
+        out["public_only"] = True
     n = int(params.get("num_samples", 0))
     if n > 0:
         t0 = time.perf_counter()
