@@ -70,3 +70,12 @@ def test_group_runs_as_one_job_in_a_process_that_has_not_loaded_the_kinds(tmp_pa
                     datasets={}, suite_dir=str(tmp_path)) for i in range(3)]
     recs = execute_group(jobs)
     assert [r.result for r in recs] == [{"grouped": 3}] * 3 and all(r.done for r in recs)
+
+
+def test_epsilon_labels_of_tables():
+    from privsynth.evaluation.bench.tables import eps_label, label
+
+    assert eps_label(None) == "no DP" and eps_label(float("inf")) == "no DP"
+    assert eps_label(0.0) == "0 (public only)" and eps_label(0) == "0 (public only)"
+    assert eps_label(1.0) == 1.0 and eps_label(False) is False
+    assert label("epsilon", 0.0) == "ε=0" and label("epsilon", None) == "no DP"

@@ -13,9 +13,12 @@ __all__ = ["records_frame", "summary_table", "write_tables", "eps_label", "label
 
 
 def eps_label(v: Any) -> Any:
-    """ε as tables show it: "no DP" for a non-private cell (null or infinite), else the number."""
+    """ε as tables show it: "no DP" for a non-private cell (null or infinite), "0 (public only)" for a cell that read
+    no sensitive record (``finetune: none``), else the number."""
     if v is None or (isinstance(v, float) and math.isinf(v)):
         return "no DP"
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and v == 0:
+        return "0 (public only)"
     return v
 
 
