@@ -338,7 +338,8 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     for seed in [int(s) for s in args.seeds.split(",")]:
         for name in args.configs.split(","):
-            for eps in ([None] if name in ("real", "nodp", "pretrained") else [float(e) for e in args.eps.split(",")]):
+            no_dp = name in ("real", "nodp", "pretrained") or (CONFIGS.get(name) or {}).get("private") is False
+            for eps in ([None] if no_dp else [float(e) for e in args.eps.split(",")]):
                 if (name + ("+post" if args.post else ""), eps, seed) in done_keys(out):
                     continue
                 rec = one_run(args.task, name, eps, seed, args)
