@@ -139,7 +139,12 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
         return _synthesize_registered(name, params, ctx)
     seed = int(params.get("seed", 0))
     epsilon = params.get("epsilon")
-    sensitive = ctx.dataset(params["data"]["sensitive"])
+    public_only = params.get("finetune") == "none"
+    if public_only:
+        if ctx.upstream is None:
+            raise InvalidData(f"cell {ctx.cell_id}: finetune: none samples a pre-trained model; give it a pretrain upstream")
+        if epsilon is None or float(epsilon) != 0.0:
+            raise InvalidData(f"cell {ctx.cell_id}: finetune: none spends no privacy budget; set epsilon: 0.0")
     if ctx.upstream is not None:
         synth = TransitionSynthesizer.load(ctx.upstream_dir / "model.pt")
         fixed = ("preset", "denoiser", "edm", "pretrain", "next_state")  # set by the checkpoint; the rest may change per cell
@@ -150,17 +155,13 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
         synth = TransitionSynthesizer(synth_config(params.get("config"), seed)).fit_public_stats(_public(params, ctx))
     else:
         raise InvalidData(f"cell {ctx.cell_id} expected a pre-trained checkpoint but its pretrain cell is missing")
-    public_only = params.get("finetune") == "none"
     t0 = time.perf_counter()
     if public_only:
-        # the public model alone (epsilon = 0): no record of the sensitive data is read, only its environment's
-        # public facts (ENV_FACT_FIELDS), so that the sample is labelled with the environment it is evaluated in
-        if ctx.upstream is None:
-            raise InvalidData(f"cell {ctx.cell_id}: finetune: none samples a pre-trained model; give it a pretrain upstream")
-        if epsilon is None or float(epsilon) != 0.0:
-            raise InvalidData(f"cell {ctx.cell_id}: finetune: none spends no privacy budget; set epsilon: 0.0")
-        synth._adopt_environment(sensitive.info)
+        # the public model alone (epsilon = 0): only the sensitive dataset's info is read (its environment's public
+        # facts, ENV_FACT_FIELDS), so that the sample is labelled with the environment it is evaluated in
+        synth.adopt_environment(ctx.dataset_info(params["data"]["sensitive"]))
     else:
+        sensitive = ctx.dataset(params["data"]["sensitive"])
         synth.config.private = epsilon is not None
         eps_arg = float(epsilon) if epsilon is not None else 1.0  # ignored when private is False
         synth.finetune(sensitive, eps_arg, float(params.get("delta", 1e-5)), params.get("unit", "transition"),

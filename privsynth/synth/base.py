@@ -176,9 +176,10 @@ class NetworkSynthesizer(Synthesizer):
             p.requires_grad_(False)
         return trainable, frozen
 
-    def _adopt_environment(self, info: Any) -> None:
-        """Fine-tuning on ``info``'s data: samples are of its environment from now on (its public facts replace the
-        pre-training map's; :data:`privsynth.data.dataset.ENV_FACT_FIELDS`, none a statistic of the records)."""
+    def adopt_environment(self, info: Any) -> None:
+        """Samples are of ``info``'s environment from now on (its public facts replace the pre-training map's;
+        :data:`privsynth.data.dataset.ENV_FACT_FIELDS`, none a statistic of the records). Fine-tuning calls it; a
+        public-only sample of the pre-trained model calls it with the evaluation environment's info."""
         if self.template is not None:
             self.template = dataclasses.replace(self.template, **environment_facts(info))
 

@@ -323,7 +323,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
         self._check_next_state()
         if self.config.private:
             self._check_normalizer_accounted(unit)
-        self._adopt_environment(sensitive.info)
+        self.adopt_environment(sensitive.info)
         assert self.model is not None and self.ema is not None and self.normalizer is not None
         cfg = self.config
         tc = cfg.finetune

@@ -5,10 +5,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from privsynth.data.dataset import OfflineDataset
+from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.errors import InvalidData
 from privsynth.evaluation.bench.records import CellRecord
-from privsynth.evaluation.bench.sources import dataset_path, load_dataset_file
+from privsynth.evaluation.bench.sources import dataset_path, load_dataset_file, load_dataset_info
 
 __all__ = ["CellContext"]
 
@@ -44,6 +44,13 @@ class CellContext:
 
     def dataset(self, name: str) -> OfflineDataset:
         """A suite dataset by name (prepared before the stages run)."""
+        return load_dataset_file(self._dataset_path(name))
+
+    def dataset_info(self, name: str) -> DatasetInfo:
+        """Only the info (environment, spaces, name) of a suite dataset; none of its records is read."""
+        return load_dataset_info(self._dataset_path(name))
+
+    def _dataset_path(self, name: str) -> Path:
         if name not in self.datasets:
             raise InvalidData(f"dataset '{name}' is not declared in the suite")
-        return load_dataset_file(dataset_path(self.suite_dir, name, self.datasets))
+        return dataset_path(self.suite_dir, name, self.datasets)

@@ -15,7 +15,7 @@ from privsynth.errors import InvalidData
 from privsynth.evaluation.bench.registry import dataset_source, dataset_sources, register_dataset_source
 from privsynth.evaluation.bench.suite import Suite, canonical
 
-__all__ = ["save_dataset", "load_dataset_file", "dataset_path", "resolved_spec", "split_transitions",
+__all__ = ["save_dataset", "load_dataset_file", "load_dataset_info", "dataset_path", "resolved_spec", "split_transitions",
            "prepare_datasets"]
 
 _ARRAYS = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts", "episode_ids")
@@ -75,6 +75,13 @@ def load_dataset_file(path: Path) -> OfflineDataset:
     """A dataset cached by :func:`save_dataset` (read as arrays and JSON, never unpickled)."""
     with np.load(path, allow_pickle=False) as z:
         return OfflineDataset(**{k: z[k] for k in _ARRAYS}, info=DatasetInfo.from_dict(json.loads(str(z["info"]))))
+
+
+def load_dataset_info(path: Path) -> DatasetInfo:
+    """Only the :class:`DatasetInfo` of a cached dataset: none of its arrays is read (an ``.npz`` loads members on
+    access)."""
+    with np.load(path, allow_pickle=False) as z:
+        return DatasetInfo.from_dict(json.loads(str(z["info"])))
 
 
 def resolved_spec(name: str, specs: dict[str, Any]) -> Any:

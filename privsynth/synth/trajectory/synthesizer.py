@@ -339,7 +339,7 @@ class TrajectorySynthesizer(NetworkSynthesizer):
         self._check(sensitive)
         self._check_next_state()
         self._check_normalizer_accounted("trajectory")
-        self._adopt_environment(sensitive.info)
+        self.adopt_environment(sensitive.info)
         assert self.model is not None and self.ema is not None
         from privsynth.privacy.dpsgd import DPSGDConfig, dp_train
 
