@@ -34,6 +34,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from privsynth.data.dataset import OfflineDataset  # noqa: E402
 from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze  # noqa: E402
 from privsynth.evaluation.cells import _apply  # noqa: E402
 from privsynth.evaluation.fidelity import tabular_fidelity, utility_predictor  # noqa: E402
@@ -102,6 +103,13 @@ CONFIGS: dict[str, dict] = {
     # round 4b: PrivORL-j with the Δs next state (pre-trained with Δs rows too), biases and norms DP fine-tuned
     "j_delta_biasnorm": {"synthesizer": "privorl-j", "dp": {"trainable": "bias_norm"}, "next_state": "delta"},
     "pretrained": {},  # no fine-tuning at all: the public model alone
+    # round 6 (dense proxy, 30k updates): keep the public model's coverage while adding the sensitive task
+    # blend_public = share of the release's rows sampled from the public (pre-trained) model; the rest from the
+    # DP fine-tuned default. Public rows cost no privacy (they never saw the sensitive data).
+    "blend50": {"checkpoint": "delta", "blend_public": 0.5},
+    # a gentler DP fine-tune: the default (biases and norms, 30 epochs, batch 2048) at a third of its learning rate
+    "gentle_lr1e3": {"checkpoint": "delta", "finetune": {"epochs": 30.0, "batch_size": 2048, "lr": 1e-3},
+                     "dp": {"noise_multiplicity": 1, "trainable": "bias_norm", "max_grad_norm": 1.0}},
     "default": None,  # cpu_config() as committed (whatever the defaults are now)
 }
 
@@ -215,15 +223,16 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
             if task == "proxy":
                 raise SystemExit("the delta checkpoint is pre-trained on open + medium + large: use --task mirror/umaze")
             ckpt = DELTA_CKPT
+        blend = over.pop("blend_public", None)
         synth = TransitionSynthesizer.load(ckpt)
-        if CONFIGS[name] is None:
+        if CONFIGS[name] is None or (blend is not None and not over):
             base = cpu_config()
             over = {"finetune": {k: getattr(base.finetune, k) for k in ("epochs", "batch_size", "lr")},
                     "dp": {"noise_multiplicity": base.dp.noise_multiplicity, "trainable": base.dp.trainable,
                            "max_grad_norm": base.dp.max_grad_norm}}
         _apply(synth.config, over)
         synth.config.seed = seed
-        rec["overrides"] = over
+        rec["overrides"] = over if blend is None else {**over, "blend_public": blend}
         if name != "pretrained":
             synth.config.private = over.get("private", True)
             synth.finetune(sens, float(eps or 1.0), 1e-5, "transition", progress=False)
@@ -231,7 +240,13 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
             rec.update({k: h.get(k) for k in ("noise_multiplier", "steps", "sample_rate")})
             rec["epsilon_spent"] = h.get("epsilon")
             rec["finetune_cpu_s"] = time.process_time() - c0
-        train = synth.sample(args.samples, seed=seed)
+        if blend is None:
+            train = synth.sample(args.samples, seed=seed)
+        else:  # the public model's share, sampled from the untouched pre-trained checkpoint, labelled like the rest
+            n_pub = int(round(blend * args.samples))
+            public = TransitionSynthesizer.load(ckpt).sample(n_pub, seed=seed + 7919)
+            own = synth.sample(args.samples - n_pub, seed=seed)
+            train = OfflineDataset.concatenate([own, public], info=own.info)
     if args.post:
         # the sample carries the public pre-training data's environment (another map): simulate in the sensitive
         # dataset's public environment spec, as the release does
