@@ -39,6 +39,8 @@ tables:
   - {name: flat, stage: use, rows: [synthesizer, epsilon], values: [score, upstream_value]}
 plots:
   - {name: pu, type: privacy_utility, stage: use, y: upstream_value, series: synthesizer}
+  - {name: bars, type: bars, stage: use, rows: [synthesizer, epsilon], series: seed, y: score,
+     reference: {synthesizer: a}}
 """
 
 
@@ -63,6 +65,7 @@ def test_run_skips_finished_cells_and_writes_tables(tmp_path):
     md = (suite.out / "tables" / "flat.md").read_text()
     assert "0.500" in md and "| a | no DP |" in md
     assert (suite.out / "tables" / "scores.html").exists() and (suite.out / "plots" / "pu.png").exists()
+    assert (suite.out / "plots" / "bars.png").stat().st_size > 1000
     # the datasets were prepared once, and the split is flagged sensitive
     from privsynth.evaluation.runner import CellContext
 
