@@ -250,8 +250,11 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
     if args.post:
         # the sample carries the public pre-training data's environment (another map): simulate in the sensitive
         # dataset's public environment spec, as the release does
-        train, rec["post"] = postprocess(train, environment=sens.info)
-        rec["config"] = f"{name}+post"
+        steps = set(args.post_steps.split(","))
+        train, rec["post"] = postprocess(train, environment=sens.info, reward="reward" in steps,
+                                         resimulate="resimulate" in steps, drop_in_walls="walls" in steps,
+                                         clip_actions="clip" in steps)
+        rec["config"] = name + post_suffix(args)
     fid = tabular_fidelity(train, sens, max_rows=20_000, seed=seed)
     rec.update({"marginal": fid.marginal, "correlation": fid.correlation})
     pred = utility_predictor(train, sens, seed=0)
@@ -263,6 +266,17 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
     rec["cpu_s"] = time.process_time() - c0
     rec["wall_s"] = time.perf_counter() - t0
     return rec
+
+
+ALL_POST_STEPS = "reward,resimulate,walls,clip"
+
+
+def post_suffix(args) -> str:
+    """``+post`` for the full post-processing, ``+post[reward,clip]`` for a subset of its steps, "" without."""
+    if not args.post:
+        return ""
+    steps = sorted(set(args.post_steps.split(",")))
+    return "+post" if steps == sorted(ALL_POST_STEPS.split(",")) else f"+post[{','.join(steps)}]"
 
 
 def table(paths: list[Path]) -> str:
@@ -340,12 +354,18 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=50_000)
     ap.add_argument("--post", action="store_true",
                     help="apply privsynth.release.postprocess to the sample (config name gets '+post')")
+    ap.add_argument("--post-steps", default=ALL_POST_STEPS,
+                    help="with --post: which steps (reward: recomputed from the public reward function; resimulate: "
+                         "s' from the public simulator; walls: rows in walls dropped; clip: actions clipped)")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--table", type=Path, nargs="+", help="print the table of these result files (pooled)")
     args = ap.parse_args()
     if args.table:
         print(table(args.table))
         return
+    unknown = set(args.post_steps.split(",")) - set(ALL_POST_STEPS.split(","))
+    if unknown:
+        raise SystemExit(f"unknown --post-steps {sorted(unknown)}: choose from {ALL_POST_STEPS}")
     torch.set_num_threads(1)
     args.agents = [a for a in args.agents.split(",") if a and a != "none"]  # "none": predictor-only screening
     args.real_agents = args.real_agents.split(",")
@@ -355,7 +375,7 @@ def main() -> None:
         for name in args.configs.split(","):
             no_dp = name in ("real", "nodp", "pretrained") or (CONFIGS.get(name) or {}).get("private") is False
             for eps in ([None] if no_dp else [float(e) for e in args.eps.split(",")]):
-                if (name + ("+post" if args.post else ""), eps, seed) in done_keys(out):
+                if (name + post_suffix(args), eps, seed) in done_keys(out):
                     continue
                 rec = one_run(args.task, name, eps, seed, args)
                 with out.open("a") as f:
