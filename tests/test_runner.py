@@ -255,3 +255,13 @@ def test_table_where_keeps_only_matching_cells(tmp_path):
     flat = (suite.out / "tables" / "flat.md").read_text()
     assert "| a |" in only_a and "| b |" not in only_a
     assert "| a |" in flat and "| b |" in flat
+
+
+def test_epsilon_positions_place_no_dp_right_and_public_only_left():
+    from privsynth.evaluation.bench.plots import epsilon_positions
+
+    pos, names = epsilon_positions([1.0, 10.0, "no DP", "0 (public only)", 10.0])
+    assert list(pos) == [1.0, 10.0, 30.0, 1.0 / 3, 10.0]
+    assert names == {30.0: "no DP", 1.0 / 3: "public only"}
+    pos, names = epsilon_positions([1.0, 10.0])
+    assert list(pos) == [1.0, 10.0] and names == {}

@@ -11,7 +11,7 @@ import numpy as np
 from privsynth.errors import InvalidData
 from privsynth.evaluation.bench.plan import selections
 from privsynth.evaluation.bench.suite import Suite
-from privsynth.evaluation.bench.tables import label, records_frame
+from privsynth.evaluation.bench.tables import eps_label, label, records_frame
 
 __all__ = ["write_plots", "privacy_utility_plot", "bars_plot"]
 
@@ -61,16 +61,15 @@ def _roc_plot(recs: Sequence[Mapping[str, Any]], spec: dict[str, Any], path: Pat
 
 
 def privacy_utility_plot(plt, recs: Sequence[Mapping[str, Any]], spec: dict[str, Any], path: Path) -> None:
-    """y vs ε, one line per ``series`` key value, mean ± std over the other keys (seeds); no-DP drawn at the right."""
+    """y vs ε, one line per ``series`` key value, mean ± std over the other keys (seeds); no DP drawn at the right, the
+    public model alone (ε = 0) at the left."""
     import pandas as pd
 
     df = records_frame(recs)
     x, y, series = spec.get("x", "epsilon"), spec["y"], spec.get("series", "synthesizer")
     if y not in df.columns or x not in df.columns:
         return
-    finite = pd.to_numeric(df[x], errors="coerce")
-    top = (finite.max() if finite.notna().any() else 1.0) * 3
-    df["_x"] = finite.fillna(top)
+    df["_x"], names = epsilon_positions(df[x])
     df[y] = pd.to_numeric(df[y], errors="coerce")
     fig, ax = plt.subplots(figsize=(5, 3.6))
     for name, g in df.groupby(df[series].astype(str) if series in df.columns else np.zeros(len(df))):
@@ -79,12 +78,33 @@ def privacy_utility_plot(plt, recs: Sequence[Mapping[str, Any]], spec: dict[str,
     ax.set_xscale("log")
     ticks = sorted(df["_x"].unique())
     ax.set_xticks(ticks)
-    ax.set_xticklabels(["no DP" if t == top else f"{t:g}" for t in ticks])
+    ax.set_xticklabels([names.get(t, f"{t:g}") for t in ticks])
     ax.set(xlabel="ε", ylabel=spec.get("ylabel", y), title=spec.get("title", ""))
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
+
+
+def epsilon_positions(values) -> tuple[Any, dict[float, str]]:
+    """x positions on a log axis for ε values as tables show them (numbers, "no DP", "0 (public only)"): numbers where
+    they are, no DP 3x right of the largest, the public-only model 3x left of the smallest; and the tick names of the
+    two non-numeric positions."""
+    import pandas as pd
+
+    values = pd.Series(values)
+    finite = pd.to_numeric(values, errors="coerce")
+    positive = finite[finite > 0]
+    top = (positive.max() if len(positive) else 1.0) * 3
+    bottom = (positive.min() if len(positive) else 1.0) / 3
+    public = (values.astype(str) == eps_label(0.0)) | (finite == 0)
+    pos = finite.where(finite > 0).fillna(top).where(~public, bottom)
+    names = {}
+    if (~public & finite.isna()).any():
+        names[float(top)] = "no DP"
+    if public.any():
+        names[float(bottom)] = "public only"
+    return pos.astype(float), names
 
 
 def _row_label(row: Mapping[str, Any], keys: Sequence[str]) -> str:
