@@ -201,6 +201,8 @@ def test_agent_cell_postprocesses_its_training_data(sparse, tmp_path):
     data, extra = _agent_data(params, ctx)
     np.testing.assert_allclose(data.next_observations, sparse.next_observations, atol=TOL)
     assert extra["postprocess"]["next_state_mean_change"] > 0.3
+    rewarded, extra = _agent_data({**params, "postprocess": ["clip", "reward"]}, ctx)
+    assert np.array_equal(rewarded.next_observations, nxt) and extra["postprocess"]["steps"]["resimulate"] is False
     plain, none = _agent_data({**params, "postprocess": False}, ctx)
     assert none == {} and np.array_equal(plain.next_observations, nxt)
     with pytest.raises(InvalidData, match="synthetic data"):
@@ -257,6 +259,36 @@ def test_cli_synthesize_passes_postprocess_and_reports_it(sparse, monkeypatch, c
     monkeypatch.setattr(privsynth.release, "synthesize", fake_synthesize)
     cli = ["synthesize", "--sensitive", "s", "--public", "p", "--epsilon", "1", "--out-dataset", "o", "--quiet"]
     assert main([*cli, "--postprocess"]) == 0
-    assert seen["postprocess"] is True and "post-processed: 300/300 rows kept" in capsys.readouterr().out
+    assert seen["postprocess"] == "all" and "post-processed: 300/300 rows kept" in capsys.readouterr().out
+    assert main([*cli, "--postprocess", "clip,reward"]) == 0
+    assert seen["postprocess"] == "clip,reward"
     assert main(cli) == 0
-    assert seen["postprocess"] is False
+    assert not seen["postprocess"]
+
+
+def test_step_options_name_the_steps():
+    from privsynth.release.postprocess import step_options
+
+    every = {"clip_actions": True, "reward": True, "resimulate": True, "drop_in_walls": True}
+    assert step_options(True) == step_options("all") == every
+    assert step_options("clip,reward") == step_options(["reward", "clip"]) == {
+        "clip_actions": True, "reward": True, "resimulate": False, "drop_in_walls": False}
+    with pytest.raises(InvalidData, match="unknown post-processing steps"):
+        step_options("reward,wall")
+
+
+def test_reward_step_alone_restores_rewards_and_keeps_every_row_and_next_state(sparse):
+    from privsynth.release.postprocess import step_options
+
+    obs = sparse.observations.copy()
+    obs[:5, :2] = 0.0  # the centre of umaze is a wall: the full post-processing drops these rows
+    nxt = sparse.next_observations.copy()
+    nxt[:, :2] += 0.05
+    bad = _replace(sparse, observations=obs, next_observations=nxt, rewards=1.0 - sparse.rewards)
+    fixed, st = postprocess(bad, **step_options("clip,reward"))
+    assert fixed.n_transitions == sparse.n_transitions and st["rows_dropped_in_walls"] == 0
+    np.testing.assert_array_equal(fixed.next_observations, nxt)  # s' is not re-simulated
+    dist = np.linalg.norm(nxt[:, :2] - nxt[:, 4:6], axis=1)
+    np.testing.assert_array_equal(fixed.rewards, (dist <= 0.45).astype(fixed.rewards.dtype))
+    assert st["steps"] == {"clip_actions": True, "resimulate": False, "reward": True, "drop_in_walls": False}
+    assert postprocess(bad)[1]["rows_dropped_in_walls"] >= 5

@@ -79,10 +79,11 @@ def _add_dp(p: argparse.ArgumentParser) -> None:
 
 
 def _add_postprocess(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--postprocess", action="store_true",
-                   help="before writing, repair the rows with the public environment (actions clipped, s' "
-                        "re-simulated, reward recomputed, states in walls dropped; free under DP; PointMaze and "
-                        "MuJoCo locomotion)")
+    p.add_argument("--postprocess", nargs="?", const="all", default=None, metavar="STEPS",
+                   help="before writing, repair the rows with the public environment (free under DP; PointMaze and "
+                        "MuJoCo locomotion). Alone: every step (clip: actions clipped, resimulate: s' re-simulated, "
+                        "reward: reward recomputed, walls: states in walls dropped); or the steps named, e.g. "
+                        "--postprocess clip,reward (docs/privacy.md)")
 
 
 def _refuse_existing(out: str, overwrite: bool) -> None:
@@ -188,9 +189,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
     ds = prepare_release(ds, environment)
     note = ""
     if args.postprocess:
-        from privsynth.release.postprocess import postprocess
+        from privsynth.release.postprocess import postprocess, step_options
 
-        ds, stats = postprocess(ds)
+        ds, stats = postprocess(ds, **step_options(args.postprocess))
         note = _post_note(stats)
     budget = args.budget
     if budget is None:

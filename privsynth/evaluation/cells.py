@@ -97,15 +97,17 @@ def _source_data(params: dict[str, Any], ctx: CellContext):
 def _agent_data(params: dict[str, Any], ctx: CellContext) -> tuple[Any, dict[str, Any]]:
     """Training data of an agent cell and extra result fields. ``postprocess: true`` applies
     :func:`privsynth.release.postprocess.postprocess` (the public environment only, a deterministic function of the DP
-    sample: free under DP) to the upstream synthetic data and records its stats under ``postprocess``."""
+    sample: free under DP) to the upstream synthetic data and records its stats under ``postprocess``;
+    ``postprocess: [clip, reward]`` applies only the steps named."""
     data = _source_data(params, ctx)
     if not params.get("postprocess"):
         return data, {}
     if params.get("synthesizer") == "real":
         raise InvalidData(f"cell {ctx.cell_id}: postprocess applies to synthetic data, not to synthesizer: real")
-    from privsynth.release.postprocess import postprocess
+    from privsynth.release.postprocess import postprocess, step_options
 
-    data, stats = postprocess(data, environment=ctx.dataset(params["data"]["sensitive"]).info)
+    data, stats = postprocess(data, environment=ctx.dataset(params["data"]["sensitive"]).info,
+                              **step_options(params["postprocess"]))
     return data, {"postprocess": stats}
 
 

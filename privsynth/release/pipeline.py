@@ -64,7 +64,7 @@ def synthesize(
     normalizer_epsilon: float | None = None,
     obs_bounds: tuple[float, float] | None = None,
     reward_bounds: tuple[float, float] | None = None,
-    postprocess: bool = False,
+    postprocess: bool | str | Sequence[str] = False,
 ) -> SynthesisResult:
     """Any registered synthesizer end to end: pretrain (public) -> DP fine-tune (sensitive) -> sample -> guarded release.
 
@@ -82,7 +82,8 @@ def synthesize(
       ``reward_bounds``), charged to the ledger; DP-SGD gets the rest. The weights start untrained (DPDM).
     * ``out_dataset``: a Minari id to write; the release guard refuses if the ledger's ε exceeds ``epsilon``.
     * ``postprocess``: repair the sampled rows with the public environment before the release
-      (:func:`privsynth.release.postprocess.postprocess`; free under DP, recorded in the privacy card).
+      (:func:`privsynth.release.postprocess.postprocess`; free under DP, recorded in the privacy card); ``True`` for
+      every step, or the steps to apply, e.g. ``"clip,reward"``.
     """
     from privsynth.data.minari_io import check_env_spaces
     from privsynth.privacy.accounting import check_delta, check_epsilon
@@ -217,7 +218,7 @@ def _synthesize_registered(
     progress: bool,
     t_all: float,
     unsupported: dict[str, bool],
-    postprocess: bool = False,
+    postprocess: bool | str | Sequence[str] = False,
 ) -> SynthesisResult:
     """make -> fit -> sample -> guarded release for a registered synthesizer other than PrivORL-n."""
     from privsynth.privacy.accounting import check_delta
@@ -256,10 +257,11 @@ def _synthesize_registered(
                            seconds=seconds)
 
 
-def _maybe_postprocess(ds: OfflineDataset, apply: bool) -> OfflineDataset:
-    """``ds`` repaired by :func:`privsynth.release.postprocess.postprocess` when ``apply`` (free under DP)."""
+def _maybe_postprocess(ds: OfflineDataset, apply: Any) -> OfflineDataset:
+    """``ds`` repaired by :func:`privsynth.release.postprocess.postprocess` when ``apply`` (free under DP): ``True``
+    or ``"all"`` for every step, else the steps named (:func:`~privsynth.release.postprocess.step_options`)."""
     if not apply:
         return ds
-    from privsynth.release.postprocess import postprocess
+    from privsynth.release.postprocess import postprocess, step_options
 
-    return postprocess(ds)[0]
+    return postprocess(ds, **step_options(apply))[0]

@@ -32,10 +32,25 @@ from privsynth.data.dataset import DatasetInfo, OfflineDataset, environment_fact
 from privsynth.data.env_adapters import MujocoLocomotionAdapter, PointMazeAdapter, adapter_for
 from privsynth.errors import InvalidData, PrivacyError, PrivsynthError
 
-__all__ = ["postprocess", "SUPPORTED"]
+__all__ = ["postprocess", "step_options", "STEPS", "SUPPORTED"]
 
 SUPPORTED = "PointMaze (gymnasium-robotics, sparse or dense reward) and MuJoCo locomotion (gymnasium, qpos[k:] | qvel)"
 _CHANGED = 1e-6  # a recomputed value differing by more than this counts as changed
+# the steps by the names users give them (CLI ``--postprocess reward,clip``, bench ``postprocess: [reward, clip]``)
+STEPS = {"clip": "clip_actions", "reward": "reward", "resimulate": "resimulate", "walls": "drop_in_walls"}
+
+
+def step_options(steps: Any) -> dict[str, bool]:
+    """Keyword arguments of :func:`postprocess` for a choice of steps: ``True`` or ``"all"`` for every step, a
+    comma-separated string or a list of names from :data:`STEPS` for those only (the utility study measured them
+    apart: docs/synthesizers.md, round 7)."""
+    if steps is True or steps == "all":
+        return {kw: True for kw in STEPS.values()}
+    names = [n.strip() for n in steps.split(",")] if isinstance(steps, str) else list(steps)
+    unknown = sorted(set(names) - set(STEPS))
+    if unknown or not names:
+        raise InvalidData(f"unknown post-processing steps {unknown or names}: choose from {', '.join(STEPS)} (or all)")
+    return {kw: name in names for name, kw in STEPS.items()}
 
 
 def postprocess(
