@@ -265,3 +265,16 @@ def test_epsilon_positions_place_no_dp_right_and_public_only_left():
     assert names == {30.0: "no DP", 1.0 / 3: "public only"}
     pos, names = epsilon_positions([1.0, 10.0])
     assert list(pos) == [1.0, 10.0] and names == {}
+
+
+def test_tables_mark_groups_with_fewer_seeds():
+    from privsynth.evaluation.bench.tables import summary_table
+
+    recs = [{"id": f"{s}{i}", "seconds": 1.0, "params": {"synthesizer": s, "seed": i}, "result": {"score": float(i)}}
+            for s, seeds in (("a", 3), ("b", 2)) for i in range(seeds)]
+    t = summary_table(recs, rows=["synthesizer"], values=["score"], digits=1)
+    assert list(t["score"]) == ["1.0 ± 1.0", "0.5 ± 0.7 (n=2)"]
+    recs.append({"id": "c0", "seconds": 1.0, "params": {"synthesizer": "c", "agent": "iql", "seed": 0},
+                 "result": {"score": 1.0}})
+    wide = summary_table(recs, rows=["synthesizer"], cols=["agent"], values=["score"], digits=1)
+    assert list(wide["iql"]) == ["–", "–", "1.0 (n=1)"]  # a cell no record fills shows a dash, not nan

@@ -68,12 +68,13 @@ def summary_table(records: Sequence[Mapping[str, Any]], rows: list[str], values:
         return pd.DataFrame()
     keyed = df[keys].astype(object).where(df[keys].notna(), "–").astype(str) if keys else None
     groups = df.groupby([keyed[k] for k in keys], sort=True, dropna=False) if keys else [((), df)]
-    out = []
+    out, counts = [], []
     for key, g in groups:
         key = key if isinstance(key, tuple) else (key,)
         row = dict(zip(keys, key))
         for v in present:
             vals = pd.to_numeric(g[v], errors="coerce").dropna()
+            counts.append((len(out), v, len(vals)))
             if vals.empty:
                 row[v] = "–"
             elif len(vals) == 1:
@@ -82,10 +83,14 @@ def summary_table(records: Sequence[Mapping[str, Any]], rows: list[str], values:
                 row[v] = f"{vals.mean():.{digits}f} ± {vals.std(ddof=1):.{digits}f}"
         row["n"] = len(g)
         out.append(row)
+    full = max((n for *_, n in counts), default=0)
+    for i, v, n in counts:  # a group with fewer seeds than the others says so (a suite still running, a failed cell)
+        if 0 < n < full:
+            out[i][v] += f" (n={n})"
     table = pd.DataFrame(out)
     if cols and len(present) == 1:
         table = table.pivot_table(index=[k for k in rows if k in keys], columns=[c for c in cols if c in keys],
-                                  values=present[0], aggfunc="first").reset_index()
+                                  values=present[0], aggfunc="first").reset_index().fillna("–")
         table.columns = [" ".join(str(x) for x in c if str(x)) if isinstance(c, tuple) else str(c) for c in table.columns]
     return table
 
