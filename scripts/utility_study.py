@@ -39,7 +39,7 @@ from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze  # noqa
 from privsynth.evaluation.cells import _apply  # noqa: E402
 from privsynth.evaluation.fidelity import tabular_fidelity, utility_predictor  # noqa: E402
 from privsynth.evaluation.bench.sources import load_dataset_file, save_dataset  # noqa: E402
-from privsynth.release.postprocess import postprocess  # noqa: E402
+from privsynth.release.postprocess import STEPS, postprocess, step_options  # noqa: E402
 from privsynth.synth import TransitionSynthesizer, cpu_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -250,10 +250,7 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
     if args.post:
         # the sample carries the public pre-training data's environment (another map): simulate in the sensitive
         # dataset's public environment spec, as the release does
-        steps = set(args.post_steps.split(","))
-        train, rec["post"] = postprocess(train, environment=sens.info, reward="reward" in steps,
-                                         resimulate="resimulate" in steps, drop_in_walls="walls" in steps,
-                                         clip_actions="clip" in steps)
+        train, rec["post"] = postprocess(train, environment=sens.info, **step_options(args.post_steps))
         rec["config"] = name + post_suffix(args)
     fid = tabular_fidelity(train, sens, max_rows=20_000, seed=seed)
     rec.update({"marginal": fid.marginal, "correlation": fid.correlation})
@@ -268,7 +265,7 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
     return rec
 
 
-ALL_POST_STEPS = "reward,resimulate,walls,clip"
+ALL_POST_STEPS = ",".join(STEPS)
 
 
 def post_suffix(args) -> str:
@@ -363,9 +360,7 @@ def main() -> None:
     if args.table:
         print(table(args.table))
         return
-    unknown = set(args.post_steps.split(",")) - set(ALL_POST_STEPS.split(","))
-    if unknown:
-        raise SystemExit(f"unknown --post-steps {sorted(unknown)}: choose from {ALL_POST_STEPS}")
+    step_options(args.post_steps)  # unknown step names fail here, before any run
     torch.set_num_threads(1)
     args.agents = [a for a in args.agents.split(",") if a and a != "none"]  # "none": predictor-only screening
     args.real_agents = args.real_agents.split(",")
