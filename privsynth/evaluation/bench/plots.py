@@ -142,7 +142,7 @@ def bars_plot(plt, recs: Sequence[Mapping[str, Any]], spec: dict[str, Any], path
         is_ref &= (df[k] == v).to_numpy() if k in df.columns else False
     groups = list(dict.fromkeys(list(df.loc[is_ref, "_row"]) + list(df.loc[~is_ref, "_row"])))
     names = list(dict.fromkeys(df["_series"]))
-    agg = df.groupby(["_row", "_series"])[y].agg(["mean", "std", "count"])
+    agg = df.groupby(["_row", "_series"])[y].agg(["mean", "std"])
     height = 0.8 / max(len(names), 1)
     fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.42 * len(groups) * max(1, len(names) / 2)))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
