@@ -63,6 +63,25 @@ def test_privsyn_card_matches_its_mechanism(data, epsilon):
     assert (ds.obs_dim, ds.act_dim) == (sens.obs_dim, sens.act_dim)
 
 
+def test_privsyn_pair_charge_does_not_depend_on_which_pairs_were_selected(data, monkeypatch):
+    """The card must hold only DP outputs: the pair event charges the planned share to the last bit, whatever subset
+    the noisy selection kept (a float sum over the kept sigmas differed in its 16th digit between D and D + 1)."""
+    pub, sens = data
+    charged = []
+    original = PrivSynSynthesizer._greedy_select
+    for pick in (slice(0, 1), slice(0, 3), slice(1, 4)):
+
+        def chosen(self, pairs, noisy, sizes, rho_meas, _pick=pick):
+            original(self, pairs, noisy, sizes, rho_meas)
+            return pairs[_pick]
+
+        monkeypatch.setattr(PrivSynSynthesizer, "_greedy_select", chosen)
+        s = PrivSynSynthesizer(PrivSynConfig(gum_rounds=2)).pretrain(pub).finetune(sens, 3.0, DELTA)
+        assert s.marginals
+        charged.append([ev.params["rho"] for ev in s.ledger.events if ev.mechanism == "zcdp"][0])
+    assert len(set(charged)) == 1
+
+
 def test_privsyn_more_budget_selects_more_and_fits_better(data):
     pub, sens = data
     lo = PrivSynSynthesizer(PrivSynConfig(gum_rounds=10)).pretrain(pub).finetune(sens, 0.5, DELTA)
