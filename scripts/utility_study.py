@@ -39,6 +39,7 @@ from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze  # noqa
 from privsynth.evaluation.cells import _apply  # noqa: E402
 from privsynth.evaluation.fidelity import tabular_fidelity, utility_predictor  # noqa: E402
 from privsynth.evaluation.bench.sources import load_dataset_file, save_dataset  # noqa: E402
+from privsynth.release.calibrate import calibrate_actions  # noqa: E402
 from privsynth.release.postprocess import STEPS, postprocess, step_options  # noqa: E402
 from privsynth.synth import TransitionSynthesizer, cpu_config  # noqa: E402
 
@@ -182,6 +183,18 @@ def task_data(task: str):
     raise SystemExit(f"unknown task {task}")
 
 
+def task_public(task: str) -> list:
+    """The public data the task's checkpoint was pre-trained on (the reference of ``--calibrate``)."""
+    if task == "mirror_dense":
+        return public_maps(dense=True)
+    if task == "proxy":
+        return [dataset(f"{m}-50k-s1", PointMazeConfig(maze=m, steps=50_000, seed=1, ref_episodes=1))
+                for m in ("open", "large")]
+    # mirror / umaze start from the shipped checkpoints: open + medium + large, 100k each, seed 1
+    return [dataset(f"{m}-100k-s1", PointMazeConfig(maze=m, steps=100_000, seed=1, ref_episodes=1))
+            for m in ("open", "medium", "large")]
+
+
 def done_keys(out: Path) -> set[tuple]:
     if not out.exists():
         return set()
@@ -247,11 +260,23 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
             public = TransitionSynthesizer.load(ckpt).sample(n_pub, seed=seed + 7919)
             own = synth.sample(args.samples - n_pub, seed=seed)
             train = OfflineDataset.concatenate([own, public], info=own.info)
+    raw = train
     if args.post:
         # the sample carries the public pre-training data's environment (another map): simulate in the sensitive
         # dataset's public environment spec, as the release does
         train, rec["post"] = postprocess(train, environment=sens.info, **step_options(args.post_steps))
-        rec["config"] = name + post_suffix(args)
+    if args.calibrate:  # round 8: actions mapped onto the public pre-training data's marginal (free in privacy)
+        train, rec["calibrate"] = calibrate_actions(train, task_public(task))
+    rec["config"] = name + post_suffix(args)
+    if args.paired and train is not raw:  # the unprocessed sample too, scored by the same agents: a paired comparison
+        base = {k: v for k, v in rec.items() if k not in ("post", "calibrate")}
+        base["config"], base["paired_with"] = name, rec["config"]
+        rec["paired"] = score(raw, sens, seed, name, base, args, t0, c0)
+    return score(train, sens, seed, name, rec, args, t0, c0)
+
+
+def score(train, sens, seed: int, name: str, rec: dict, args, t0: float, c0: float) -> dict:
+    """Fidelity, the utility predictor and the agents of one training set, added to ``rec``."""
     fid = tabular_fidelity(train, sens, max_rows=20_000, seed=seed)
     rec.update({"marginal": fid.marginal, "correlation": fid.correlation})
     pred = utility_predictor(train, sens, seed=0)
@@ -269,11 +294,13 @@ ALL_POST_STEPS = ",".join(STEPS)
 
 
 def post_suffix(args) -> str:
-    """``+post`` for the full post-processing, ``+post[reward,clip]`` for a subset of its steps, "" without."""
+    """``+post`` for the full post-processing, ``+post[reward,clip]`` for a subset of its steps, ``+calib`` for the
+    action calibration, "" without."""
+    calib = "+calib" if getattr(args, "calibrate", False) else ""
     if not args.post:
-        return ""
+        return calib
     steps = sorted(set(args.post_steps.split(",")))
-    return "+post" if steps == sorted(ALL_POST_STEPS.split(",")) else f"+post[{','.join(steps)}]"
+    return ("+post" if steps == sorted(ALL_POST_STEPS.split(",")) else f"+post[{','.join(steps)}]") + calib
 
 
 def table(paths: list[Path]) -> str:
@@ -354,6 +381,12 @@ def main() -> None:
     ap.add_argument("--post-steps", default=ALL_POST_STEPS,
                     help="with --post: which steps (reward: recomputed from the public reward function; resimulate: "
                          "s' from the public simulator; walls: rows in walls dropped; clip: actions clipped)")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="map the sample's actions onto the public pre-training data's action marginal "
+                         "(privsynth.release.calibrate; config name gets '+calib')")
+    ap.add_argument("--paired", action="store_true",
+                    help="with --post/--calibrate: also train the agents on the unprocessed sample of the same run "
+                         "(a paired comparison; written as its own line)")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--table", type=Path, nargs="+", help="print the table of these result files (pooled)")
     args = ap.parse_args()
@@ -373,8 +406,13 @@ def main() -> None:
                 if (name + post_suffix(args), eps, seed) in done_keys(out):
                     continue
                 rec = one_run(args.task, name, eps, seed, args)
+                paired = rec.pop("paired", None)
                 with out.open("a") as f:
+                    if paired is not None:
+                        f.write(json.dumps(paired, default=float) + "\n")
                     f.write(json.dumps(rec, default=float) + "\n")
+                if paired is not None:
+                    print(f"  paired, unprocessed: IQL {paired.get('iql')} TD3BC {paired.get('td3bc')}", flush=True)
                 print(f"[{time.strftime('%H:%M:%S')}] {name} eps={eps} seed={seed}: IQL {rec.get('iql')} "
                       f"TD3BC {rec.get('td3bc')} R2 {rec['policy_r2']:.3f}/{rec['policy_r2_real']:.3f} "
                       f"dyn {rec['dyn_rel_step']:.3f} sigma {rec.get('noise_multiplier')} cpu {rec['cpu_s']:.0f}s",
