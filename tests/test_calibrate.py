@@ -59,3 +59,31 @@ def test_calibration_refuses_sensitive_data_and_bad_shapes(pair):
         calibrate_actions(release, make_toy_dataset(act_dim=3))
     with pytest.raises(InvalidData):
         calibrate_actions(release, [])
+
+
+def test_agent_cell_calibrates_its_training_data_onto_its_public_datasets(pair, tmp_path):
+    from types import SimpleNamespace
+
+    from privsynth.evaluation.bench.sources import save_dataset
+    from privsynth.evaluation.cells import _agent_data
+
+    release, public = pair
+    save_dataset(release, tmp_path / "synthetic.npz")
+    sensitive = make_toy_dataset(seed=5, sensitive=True, name="sens")
+    seen = []
+
+    def dataset(name):
+        seen.append(name)
+        return {"pub": public, "sens": sensitive}[name]
+
+    ctx = SimpleNamespace(cell_id="agent-1", upstream=object(), upstream_dir=tmp_path, dataset=dataset)
+    params = {"agent": "iql", "data": {"sensitive": "sens", "public": ["pub"]}, "calibrate_actions": True}
+    data, extra = _agent_data(params, ctx)
+    assert seen == ["pub"]  # the reference is the public data only; the sensitive set is not read
+    assert extra["calibrate_actions"]["at_bounds_after"] > extra["calibrate_actions"]["at_bounds_before"]
+    assert not np.array_equal(data.actions, release.actions)
+    with pytest.raises(InvalidData, match="synthetic data"):
+        _agent_data({**params, "synthesizer": "real"}, ctx)
+    # a public list that names the sensitive set is refused, not silently used
+    with pytest.raises(PrivacyError):
+        _agent_data({**params, "data": {"sensitive": "sens", "public": ["sens"]}}, ctx)

@@ -98,17 +98,26 @@ def _agent_data(params: dict[str, Any], ctx: CellContext) -> tuple[Any, dict[str
     """Training data of an agent cell and extra result fields. ``postprocess: true`` applies
     :func:`privsynth.release.postprocess.postprocess` (the public environment only, a deterministic function of the DP
     sample: free under DP) to the upstream synthetic data and records its stats under ``postprocess``;
-    ``postprocess: [clip, reward]`` applies only the steps named."""
+    ``postprocess: [clip, reward]`` applies only the steps named. ``calibrate_actions: true`` then maps the actions
+    onto the cell's public datasets' action marginal (:func:`privsynth.release.calibrate.calibrate_actions`, also free
+    under DP) and records its stats under ``calibrate_actions``."""
     data = _source_data(params, ctx)
-    if not params.get("postprocess"):
-        return data, {}
+    extra: dict[str, Any] = {}
+    if not params.get("postprocess") and not params.get("calibrate_actions"):
+        return data, extra
     if params.get("synthesizer") == "real":
-        raise InvalidData(f"cell {ctx.cell_id}: postprocess applies to synthetic data, not to synthesizer: real")
-    from privsynth.release.postprocess import postprocess, step_options
+        raise InvalidData(f"cell {ctx.cell_id}: postprocess and calibrate_actions apply to synthetic data, not to "
+                          "synthesizer: real")
+    if params.get("postprocess"):
+        from privsynth.release.postprocess import postprocess, step_options
 
-    data, stats = postprocess(data, environment=ctx.dataset(params["data"]["sensitive"]).info,
-                              **step_options(params["postprocess"]))
-    return data, {"postprocess": stats}
+        data, extra["postprocess"] = postprocess(data, environment=ctx.dataset(params["data"]["sensitive"]).info,
+                                                 **step_options(params["postprocess"]))
+    if params.get("calibrate_actions"):
+        from privsynth.release.calibrate import calibrate_actions
+
+        data, extra["calibrate_actions"] = calibrate_actions(data, _public(params, ctx))
+    return data, extra
 
 
 # ----------------------------------------------------------------------------------------------------- kinds
