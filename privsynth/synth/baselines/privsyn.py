@@ -160,7 +160,8 @@ class PrivSynSynthesizer(GridBaseline):
                 self.marginals.append({"cols": [i, j], "y": y.ravel().tolist(), "sigma": float(s)})
             ledger.append(
                 LedgerEvent.zcdp(
-                    f"{len(selected)} pair marginals (Gaussian, sigma_i from the c^(2/3) allocation)",
+                    # the count of pairs is in params (pairs, sigmas: DP outputs); the name stays the same on D and D+1
+                    "pair marginals (Gaussian, sigma_i from the c^(2/3) allocation)",
                     # the c^(2/3) allocation sums to rho_meas by construction; charging the planned rho_meas (not
                     # the float sum of 1/(2 sigma_i^2), whose last digits depend on which pairs the noisy selection
                     # kept) keeps the card free of anything but DP outputs
