@@ -40,7 +40,7 @@ from privsynth.evaluation.cells import _apply  # noqa: E402
 from privsynth.evaluation.fidelity import tabular_fidelity, utility_predictor  # noqa: E402
 from privsynth.evaluation.bench.sources import load_dataset_file, save_dataset  # noqa: E402
 from privsynth.release.calibrate import calibrate_actions  # noqa: E402
-from privsynth.release.postprocess import STEPS, postprocess, step_options  # noqa: E402
+from privsynth.release.postprocess import STEPS, postprocess, step_options, topped_up  # noqa: E402
 from privsynth.synth import TransitionSynthesizer, cpu_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -264,7 +264,14 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
     if args.post:
         # the sample carries the public pre-training data's environment (another map): simulate in the sensitive
         # dataset's public environment spec, as the release does
-        train, rec["post"] = postprocess(train, environment=sens.info, **step_options(args.post_steps))
+        opts = dict(environment=sens.info, **step_options(args.post_steps))
+        if args.post_topup:  # round 10: more draws from the same DP model until --samples rows are kept
+            if name == "real" or (CONFIGS[name] or {}).get("synthesizer") == "privorl-j" or blend is not None:
+                raise SystemExit("--post-topup samples PrivORL-n configurations only")
+            train, rec["post"] = topped_up(train, lambda k, i: synth.sample(k, seed=seed + 100_003 * i),
+                                           args.samples, **opts)
+        else:
+            train, rec["post"] = postprocess(train, **opts)
     if args.calibrate:  # round 8: actions mapped onto the public pre-training data's marginal (free in privacy)
         train, rec["calibrate"] = calibrate_actions(train, task_public(task))
     rec["config"] = name + post_suffix(args)
@@ -381,6 +388,8 @@ def main() -> None:
     ap.add_argument("--post-steps", default=ALL_POST_STEPS,
                     help="with --post: which steps (reward: recomputed from the public reward function; resimulate: "
                          "s' from the public simulator; walls: rows in walls dropped; clip: actions clipped)")
+    ap.add_argument("--post-topup", action="store_true",
+                    help="with --post: sample more from the same model until --samples rows are kept (round 10)")
     ap.add_argument("--calibrate", action="store_true",
                     help="map the sample's actions onto the public pre-training data's action marginal "
                          "(privsynth.release.calibrate; config name gets '+calib')")

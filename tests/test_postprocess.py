@@ -36,6 +36,7 @@ def test_real_data_is_left_unchanged(real):
     out, st = postprocess(real)
     assert st["reward_type"] == ("dense" if "Dense" in real.info.env_id else "sparse")
     assert st["rows_kept"] == st["rows_in"] == real.n_transitions and st["rows_dropped_in_walls"] == 0
+    assert st["rows_dropped_goal_in_wall"] == 0  # PointMaze draws every goal in a free cell
     assert st["next_state_max_change"] < TOL and st["reward_changed"] == 0.0 and st["actions_clipped"] == 0.0
     np.testing.assert_allclose(out.next_observations, real.next_observations, atol=TOL)
     np.testing.assert_allclose(out.rewards, real.rewards, atol=TOL)
@@ -269,10 +270,14 @@ def test_cli_synthesize_passes_postprocess_and_reports_it(sparse, monkeypatch, c
 def test_step_options_name_the_steps():
     from privsynth.release.postprocess import step_options
 
-    every = {"clip_actions": True, "reward": True, "resimulate": True, "drop_in_walls": True}
+    every = {"clip_actions": True, "reward": True, "resimulate": True, "drop_in_walls": True,
+             "drop_goals_in_walls": True}
     assert step_options(True) == step_options("all") == every
     assert step_options("clip,reward") == step_options(["reward", "clip"]) == {
-        "clip_actions": True, "reward": True, "resimulate": False, "drop_in_walls": False}
+        "clip_actions": True, "reward": True, "resimulate": False, "drop_in_walls": False,
+        "drop_goals_in_walls": False}
+    assert step_options("goals,walls") == {"clip_actions": False, "reward": False, "resimulate": False,
+                                           "drop_in_walls": True, "drop_goals_in_walls": True}
     with pytest.raises(InvalidData, match="unknown post-processing steps"):
         step_options("reward,wall")
 
@@ -290,5 +295,75 @@ def test_reward_step_alone_restores_rewards_and_keeps_every_row_and_next_state(s
     np.testing.assert_array_equal(fixed.next_observations, nxt)  # s' is not re-simulated
     dist = np.linalg.norm(nxt[:, :2] - nxt[:, 4:6], axis=1)
     np.testing.assert_array_equal(fixed.rewards, (dist <= 0.45).astype(fixed.rewards.dtype))
-    assert st["steps"] == {"clip_actions": True, "resimulate": False, "reward": True, "drop_in_walls": False}
+    assert st["steps"] == {"clip_actions": True, "resimulate": False, "reward": True, "drop_in_walls": False,
+                           "drop_goals_in_walls": False}
     assert postprocess(bad)[1]["rows_dropped_in_walls"] >= 5
+
+
+GOAL = slice(4, 6)  # desired_goal's columns in the flat PointMaze observation (observation, desired_goal)
+
+
+def test_rows_whose_goal_lies_in_a_wall_are_dropped(sparse):
+    """The goals step drops rows whose desired goal (in s or s′) lies in a wall or off the map, and nothing else."""
+    from privsynth.data.envs import make_env
+
+    env = make_env(sparse.info)
+    wall = env.unwrapped.maze.cell_rowcol_to_xy(np.array([0, 0]))
+    env.close()
+    obs, nxt = sparse.observations.copy(), sparse.next_observations.copy()
+    obs[[3, 9], GOAL] = wall
+    nxt[12, GOAL] = [50.0, 50.0]  # off the map, in s′ only
+    bad = _replace(sparse, observations=obs, next_observations=nxt)
+    out, st = postprocess(bad, resimulate=False, reward=False, drop_in_walls=False)
+    assert st["rows_dropped_goal_in_wall"] == 3 and out.n_transitions == sparse.n_transitions - 3
+    np.testing.assert_array_equal(out.episode_ids, np.delete(sparse.episode_ids, [3, 9, 12]))
+    assert postprocess(bad, drop_goals_in_walls=False, resimulate=False, reward=False)[0].n_transitions == \
+        sparse.n_transitions
+    both = obs.copy()
+    both[3, :2] = wall  # a row with its state and its goal in walls counts once, under walls
+    _, st2 = postprocess(_replace(bad, observations=both), resimulate=False, reward=False)
+    assert st2["rows_dropped_in_walls"] == 1 and st2["rows_dropped_goal_in_wall"] == 2
+    assert st2["rows_kept"] == sparse.n_transitions - 3
+
+
+def _with_bad_goals(ds: OfflineDataset, every: int) -> OfflineDataset:
+    """``ds`` with every ``every``-th row's goal moved off the map, tagged in the reward (row index)."""
+    obs = ds.observations.copy()
+    obs[::every, GOAL] = [50.0, 50.0]
+    return _replace(ds, observations=obs, rewards=np.arange(ds.n_transitions, dtype=np.float32))
+
+
+def test_topped_up_keeps_drawing_until_n_valid_rows_in_sampling_order(sparse):
+    from privsynth.release.postprocess import topped_up
+
+    opts = dict(resimulate=False, reward=False, drop_in_walls=False)
+    first = _with_bad_goals(sparse, 2)  # half of the rows rejected
+    calls = []
+
+    def draw(k, i):
+        calls.append((k, i))
+        return _with_bad_goals(sparse, 3)
+
+    n = sparse.n_transitions  # needs about twice the first draw
+    out, st = topped_up(first, draw, n, **opts)
+    assert out.n_transitions == n and st["rows_kept"] == n and st["draws"] == len(calls) + 1 >= 2
+    assert [i for _, i in calls] == list(range(1, len(calls) + 1)) and all(k > 0 for k, _ in calls)
+    assert not np.any(out.observations[:, GOAL] == 50.0)
+    head = first.rewards[1::2]  # the first draw's kept rows come first, in order
+    np.testing.assert_array_equal(out.rewards[:len(head)], head)
+    m = sparse.n_transitions
+    assert st["rows_in"] == m * (1 + len(calls))  # every draw returned m rows; the drops add up over the draws
+    assert st["rows_dropped_goal_in_wall"] == len(range(0, m, 2)) + len(calls) * len(range(0, m, 3))
+    assert out.info.extra["postprocess"]["topped_up_to"] == n and out.info.extra["postprocess"]["rows_kept"] == n
+    one, st1 = topped_up(first, draw, 10, **opts)  # enough after the first draw: no more sampling
+    assert one.n_transitions == 10 and st1["draws"] == 1
+
+
+def test_topped_up_refuses_a_model_whose_rows_never_fit(sparse):
+    from privsynth.release.postprocess import topped_up
+
+    hopeless = _with_bad_goals(sparse, 1)
+    with pytest.raises(InvalidData, match="do not fit this environment"):
+        topped_up(hopeless, lambda k, i: hopeless, 100, max_draws=5, resimulate=False, reward=False)
+    with pytest.raises(PrivacyError):
+        topped_up(sparse.mark_sensitive(), lambda k, i: sparse, 10)

@@ -82,8 +82,8 @@ def _add_postprocess(p: argparse.ArgumentParser) -> None:
     p.add_argument("--postprocess", nargs="?", const="all", default=None, metavar="STEPS",
                    help="before writing, repair the rows with the public environment (free under DP; PointMaze and "
                         "MuJoCo locomotion). Alone: every step (clip: actions clipped, resimulate: s' re-simulated, "
-                        "reward: reward recomputed, walls: states in walls dropped); or the steps named, e.g. "
-                        "--postprocess clip,reward (docs/privacy.md)")
+                        "reward: reward recomputed, walls: states in walls dropped, goals: goals in walls "
+                        "dropped); or the steps named, e.g. --postprocess clip,reward (docs/privacy.md)")
 
 
 def _refuse_existing(out: str, overwrite: bool) -> None:

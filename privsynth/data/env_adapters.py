@@ -45,6 +45,10 @@ class EnvAdapter(ABC):
         """Per state [N]: True where the state is impossible (inside a wall, off the map); None: no such notion."""
         return None
 
+    def goal_in_wall(self, obs: np.ndarray) -> np.ndarray | None:
+        """Per row [N]: True where the desired goal the row carries is impossible; None: no goal in the observation."""
+        return None
+
     @abstractmethod
     def bins(self, obs: np.ndarray) -> np.ndarray:
         """Coverage bin of each state [N] in 0..n_bins-1, or -1 for an invalid state (inside a wall, off the map)."""
@@ -125,8 +129,16 @@ class PointMazeAdapter(EnvAdapter):
         """The ball's centre in a wall cell or off the map (no valid coverage bin)."""
         return self.bins(obs) < 0
 
+    def goal_in_wall(self, obs: np.ndarray) -> np.ndarray | None:
+        """The desired goal in a wall cell or off the map: PointMaze draws its goals in free cells only."""
+        if self.goal is None:
+            return None
+        return self._cell_bins(np.asarray(obs, dtype=np.float64)[:, self.goal]) < 0
+
     def bins(self, obs: np.ndarray) -> np.ndarray:
-        xy = np.asarray(obs, dtype=np.float64)[:, self.pos]
+        return self._cell_bins(np.asarray(obs, dtype=np.float64)[:, self.pos])
+
+    def _cell_bins(self, xy: np.ndarray) -> np.ndarray:
         i = np.floor((self.y_center - xy[:, 1]) / self.scale * self.k).astype(np.int64)
         j = np.floor((xy[:, 0] + self.x_center) / self.scale * self.k).astype(np.int64)
         inside = (i >= 0) & (i < self.rows * self.k) & (j >= 0) & (j < self.cols * self.k)

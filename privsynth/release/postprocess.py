@@ -10,7 +10,12 @@ environment is public and simulable, those parts can be repaired from the enviro
 * ``reward``: reward and terminal flag recomputed by the environment's reward function (PointMaze: sparse
   1[‖s′_xy − s′_goal‖ ≤ 0.45] or dense exp(−‖s′_xy − s′_goal‖), whichever the environment id says; locomotion: the
   reward and termination of the simulated step);
-* ``drop_in_walls``: rows whose s or s′ lies inside a wall or off the map dropped (PointMaze).
+* ``drop_in_walls``: rows whose s or s′ lies inside a wall or off the map dropped (PointMaze);
+* ``drop_goals_in_walls``: rows whose desired goal lies inside a wall or off the map dropped (PointMaze draws its
+  goals in free cells only; utility study round 10, docs/synthesizers.md).
+
+A step that drops rows leaves fewer than were sampled; :func:`topped_up` samples more from the same (DP) model until
+the requested number of rows is kept (also free: more draws from a released model are post-processing too).
 
 **Costs no privacy.** The output is a function of the DP output's rows and the public environment spec only
 (:data:`privsynth.release.support.ENV_FACT_FIELDS`); it reads no sensitive data and draws no randomness, so by the
@@ -24,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -32,12 +37,13 @@ from privsynth.data.dataset import DatasetInfo, OfflineDataset, environment_fact
 from privsynth.data.env_adapters import MujocoLocomotionAdapter, PointMazeAdapter, adapter_for
 from privsynth.errors import InvalidData, PrivacyError, PrivsynthError
 
-__all__ = ["postprocess", "step_options", "STEPS", "SUPPORTED"]
+__all__ = ["postprocess", "step_options", "topped_up", "STEPS", "SUPPORTED"]
 
 SUPPORTED = "PointMaze (gymnasium-robotics, sparse or dense reward) and MuJoCo locomotion (gymnasium, qpos[k:] | qvel)"
 _CHANGED = 1e-6  # a recomputed value differing by more than this counts as changed
 # the steps by the names users give them (CLI ``--postprocess reward,clip``, bench ``postprocess: [reward, clip]``)
-STEPS = {"clip": "clip_actions", "reward": "reward", "resimulate": "resimulate", "walls": "drop_in_walls"}
+STEPS = {"clip": "clip_actions", "reward": "reward", "resimulate": "resimulate", "walls": "drop_in_walls",
+         "goals": "drop_goals_in_walls"}
 
 
 def step_options(steps: Any) -> dict[str, bool]:
@@ -60,6 +66,7 @@ def postprocess(
     reward: bool = True,
     drop_in_walls: bool = True,
     clip_actions: bool = True,
+    drop_goals_in_walls: bool = True,
     environment: DatasetInfo | None = None,
 ) -> tuple[OfflineDataset, dict[str, Any]]:
     """Repair a synthetic (DP) dataset with its public environment; returns (new dataset, stats). See module docstring.
@@ -90,7 +97,8 @@ def postprocess(
         term = dataset.terminals.copy()
         stats: dict[str, Any] = {"adapter": adapter.name, "env_id": info.env_id, "rows_in": len(obs),
                                  "steps": {"clip_actions": clip_actions, "resimulate": resimulate, "reward": reward,
-                                           "drop_in_walls": drop_in_walls}}
+                                           "drop_in_walls": drop_in_walls,
+                                           "drop_goals_in_walls": drop_goals_in_walls}}
         if isinstance(adapter, PointMazeAdapter):
             stats["reward_type"] = adapter.reward_type
         if clip_actions:
@@ -111,8 +119,14 @@ def postprocess(
             walls = adapter.in_wall(obs)
             if walls is not None:
                 keep = ~(walls | adapter.in_wall(nxt))
-        stats["rows_kept"] = int(keep.sum())
         stats["rows_dropped_in_walls"] = int((~keep).sum())
+        if drop_goals_in_walls:
+            goals = adapter.goal_in_wall(obs)
+            if goals is not None:
+                goals = goals | adapter.goal_in_wall(nxt)
+                stats["rows_dropped_goal_in_wall"] = int((keep & goals).sum())  # not counted as dropped above
+                keep &= ~goals
+        stats["rows_kept"] = int(keep.sum())
     finally:
         adapter.close()
     if not keep.any():
@@ -171,3 +185,76 @@ def _cut_timeouts(dataset: OfflineDataset, keep: np.ndarray, term: np.ndarray) -
     cut = keep[:-1] & ~keep[1:] & (ep[:-1] == ep[1:]) & ~term[:-1].astype(bool)
     timeouts[:-1] |= cut
     return timeouts
+
+
+def topped_up(
+    first: OfflineDataset, draw: Callable[[int, int], OfflineDataset], n: int, *, max_draws: float = 20.0,
+    **options: Any,
+) -> tuple[OfflineDataset, dict[str, Any]]:
+    """``n`` post-processed rows: ``first`` post-processed, then more draws until ``n`` rows are kept.
+
+    ``draw(k, i)`` returns about ``k`` new rows from the same released model (``i`` = 1, 2, ...: the draw's index, for
+    its sampling seed); ``options`` are :func:`postprocess`'s keywords. The rows kept come in sampling order, and the
+    result holds exactly the first ``n`` of them. Raises when more than ``max_draws * n`` rows were sampled, so a model
+    whose rows the environment all rejects fails with a message instead of sampling forever. Stats: the row counts
+    (``rows_in``, ``rows_dropped_*``) summed over all draws, ``rows_kept`` = ``n``, ``draws``, ``keep_rate``; the
+    other stats are those of ``first``'s post-processing."""
+    if n <= 0:
+        raise InvalidData(f"topped_up needs a positive number of rows, got {n}")
+    parts, stats = [], None
+    kept = seen = 0
+    i = 0
+    chunk = first
+    while True:
+        try:
+            out, st = postprocess(chunk, **options)
+            got = out.n_transitions
+        except InvalidData:  # every row of this draw dropped
+            out, st, got = None, None, 0
+        seen += chunk.n_transitions
+        if st is not None:
+            if stats is None:
+                stats = dict(st)
+            else:  # row counts add up over the draws; the other stats stay those of the first draw
+                for key in _COUNTS:
+                    stats[key] = stats.get(key, 0) + st.get(key, 0)
+        else:
+            stats = stats or {}
+            stats["draws_without_a_kept_row"] = stats.get("draws_without_a_kept_row", 0) + 1
+        if got:
+            parts.append(out)
+            kept += got
+        if kept >= n:
+            break
+        if seen >= max_draws * n:
+            raise InvalidData(f"post-processing kept {kept} of {seen} sampled rows; stopped before {n} "
+                              f"(more than {max_draws:g}x the rows asked for were drawn): the model's rows do not fit "
+                              "this environment")
+        i += 1
+        rate = max(kept / seen, 1.0 / max_draws)
+        chunk = draw(int(np.ceil(min((n - kept) / rate * 1.1, max_draws * n - seen))) + 1, i)
+    data = parts[0] if len(parts) == 1 else OfflineDataset.concatenate(parts, info=parts[0].info)
+    data = _first_rows(data, n)
+    stats = {**(stats or {}), "rows_in": seen, "rows_kept": n, "draws": i + 1, "keep_rate": kept / seen,
+             "topped_up_to": n}
+    record = {**data.info.extra.get("postprocess", {}), **stats}
+    card = None if data.info.privacy_card is None else {**data.info.privacy_card, "postprocess": record}
+    info = dataclasses.replace(data.info, privacy_card=card, extra={**data.info.extra, "postprocess": record})
+    return dataclasses.replace(data, info=info), stats
+
+
+_COUNTS = ("rows_dropped_in_walls", "rows_dropped_goal_in_wall")
+
+
+def _first_rows(ds: OfflineDataset, n: int) -> OfflineDataset:
+    """The first ``n`` rows; a cut inside an episode becomes a truncation (timeout) of its last kept row."""
+    if ds.n_transitions <= n:
+        return ds
+    keep = np.zeros(ds.n_transitions, dtype=bool)
+    keep[:n] = True
+    timeouts = _cut_timeouts(ds, keep, ds.terminals)
+    return OfflineDataset(
+        observations=ds.observations[:n], actions=ds.actions[:n], rewards=ds.rewards[:n],
+        next_observations=ds.next_observations[:n], terminals=ds.terminals[:n], timeouts=timeouts[:n],
+        episode_ids=ds.episode_ids[:n], info=ds.info,
+    )
