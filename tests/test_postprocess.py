@@ -234,16 +234,27 @@ def test_synthesize_and_sample_postprocess_write_a_repaired_release_with_its_car
                      out_dataset="pm-post", progress=False, postprocess=True)
     out = minari_io.load_dataset("pm-post")
     rec = out.info.privacy_card["postprocess"]
-    assert rec["rows_in"] == 300 and out.n_transitions == rec["rows_kept"] == res.dataset.n_transitions
+    # topped up by default: the release holds the 300 rows asked for, drawn from more samples of the same model
+    assert out.n_transitions == rec["rows_kept"] == res.dataset.n_transitions == 300 and rec["topped_up_to"] == 300
+    assert rec["rows_in"] > 300 and rec["draws"] >= 2  # the tiny model puts rows in walls: some were dropped
     assert res.epsilon <= 5.0 and rec["costs_privacy"] is False
+    assert len(np.unique(out.observations, axis=0)) == 300  # the extra draws are new rows, not repeats
+    short = synthesize(sparse, public=[public], epsilon=5.0, delta=1e-3, n=300, config=tiny_config(),
+                       progress=False, postprocess=True, topup=False)
+    rec2 = short.dataset.info.extra["postprocess"]
+    assert rec2["rows_in"] == 300 and short.dataset.n_transitions == rec2["rows_kept"] < 300
     again, st = postprocess(out)  # the release already obeys the environment: a second pass changes nothing
     assert st["rows_kept"] == out.n_transitions and st["reward_changed"] == 0.0 and st["next_state_max_change"] < TOL
     minari_io.write_dataset(sparse, "pm-sensitive")  # `privsynth sample` reads its environment spec
     model = res.synthesizer.save(tmp_path / "m.pt")
     code = main(["sample", "--model", str(model), "-n", "300", "--out-dataset", "pm-post-cli", "--sensitive",
                  "pm-sensitive", "--postprocess", "--quiet"])
-    assert code == 0 and "post-processed: " in capsys.readouterr().out
-    assert minari_io.load_dataset("pm-post-cli").info.privacy_card["postprocess"]["rows_in"] == 300
+    assert code == 0 and "post-processed: 300/" in capsys.readouterr().out
+    assert minari_io.load_dataset("pm-post-cli").n_transitions == 300
+    code = main(["sample", "--model", str(model), "-n", "300", "--out-dataset", "pm-post-cli2", "--sensitive",
+                 "pm-sensitive", "--postprocess", "--no-topup", "--quiet"])
+    rec3 = minari_io.load_dataset("pm-post-cli2").info.privacy_card["postprocess"]
+    assert code == 0 and rec3["rows_in"] == 300 and rec3["rows_kept"] < 300
 
 
 def test_cli_synthesize_passes_postprocess_and_reports_it(sparse, monkeypatch, capsys):
@@ -263,6 +274,8 @@ def test_cli_synthesize_passes_postprocess_and_reports_it(sparse, monkeypatch, c
     assert seen["postprocess"] == "all" and "post-processed: 300/300 rows kept" in capsys.readouterr().out
     assert main([*cli, "--postprocess", "clip,reward"]) == 0
     assert seen["postprocess"] == "clip,reward"
+    assert seen["topup"] is True
+    assert main([*cli, "--postprocess", "--no-topup"]) == 0 and seen["topup"] is False
     assert main(cli) == 0
     assert not seen["postprocess"]
 

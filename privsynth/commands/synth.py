@@ -84,6 +84,9 @@ def _add_postprocess(p: argparse.ArgumentParser) -> None:
                         "MuJoCo locomotion). Alone: every step (clip: actions clipped, resimulate: s' re-simulated, "
                         "reward: reward recomputed, walls: states in walls dropped, goals: goals in walls "
                         "dropped); or the steps named, e.g. --postprocess clip,reward (docs/privacy.md)")
+    p.add_argument("--no-topup", dest="topup", action="store_false",
+                   help="with --postprocess: keep only the rows left after dropping (default: sample more from the "
+                        "same model until the requested number of rows is kept; free under DP)")
 
 
 def _refuse_existing(out: str, overwrite: bool) -> None:
@@ -189,9 +192,15 @@ def cmd_sample(args: argparse.Namespace) -> int:
     ds = prepare_release(ds, environment)
     note = ""
     if args.postprocess:
-        from privsynth.release.postprocess import postprocess, step_options
+        from privsynth.release.postprocess import postprocess, step_options, topped_up
 
-        ds, stats = postprocess(ds, **step_options(args.postprocess))
+        if args.topup:
+            base = synth.config.seed if args.seed is None else args.seed
+            ds, stats = topped_up(ds, lambda k, i: prepare_release(
+                synth.sample(k, seed=base + 100_003 * i, method=args.sampler, steps=args.steps,
+                             name=args.out_dataset), environment), args.n, **step_options(args.postprocess))
+        else:
+            ds, stats = postprocess(ds, **step_options(args.postprocess))
         note = _post_note(stats)
     budget = args.budget
     if budget is None:
@@ -279,6 +288,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
         obs_bounds=_pair(args.obs_bounds, "--obs-bounds"),
         reward_bounds=_pair(args.reward_bounds, "--reward-bounds"),
         postprocess=args.postprocess,
+        topup=args.topup,
     )
     if args.save_model:
         res.synthesizer.save(args.save_model)

@@ -10,7 +10,7 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData, PrivacyError
@@ -65,6 +65,7 @@ def synthesize(
     obs_bounds: tuple[float, float] | None = None,
     reward_bounds: tuple[float, float] | None = None,
     postprocess: bool | str | Sequence[str] = False,
+    topup: bool = True,
 ) -> SynthesisResult:
     """Any registered synthesizer end to end: pretrain (public) -> DP fine-tune (sensitive) -> sample -> guarded release.
 
@@ -83,7 +84,9 @@ def synthesize(
     * ``out_dataset``: a Minari id to write; the release guard refuses if the ledger's ε exceeds ``epsilon``.
     * ``postprocess``: repair the sampled rows with the public environment before the release
       (:func:`privsynth.release.postprocess.postprocess`; free under DP, recorded in the privacy card); ``True`` for
-      every step, or the steps to apply, e.g. ``"clip,reward"``.
+      every step, or the steps to apply, e.g. ``"clip,reward"``. With ``topup`` (default) a step that drops rows is
+      made up for by more draws from the same released model, so the release still holds ``n`` rows
+      (:func:`privsynth.release.postprocess.topped_up`; free under DP too); ``topup=False`` keeps what is left.
     """
     from privsynth.data.minari_io import check_env_spaces
     from privsynth.privacy.accounting import check_delta, check_epsilon
@@ -102,6 +105,7 @@ def synthesize(
         return _synthesize_registered(
             synth, sensitive, public_list, epsilon=epsilon, delta=delta, unit=unit, n=n, preset=preset, config=config,
             out_dataset=out_dataset, overwrite=overwrite, progress=progress, t_all=t_all, postprocess=postprocess,
+            topup=topup,
             unsupported={"pretrained": pretrained is not None, "pretrain=False": not pretrain,
                          "workdir": workdir is not None},
         )
@@ -190,7 +194,9 @@ def synthesize(
             synth.save(done_fine)
     t0 = time.perf_counter()
     name = out_dataset or f"{sens.info.name}-synthetic-eps{epsilon:g}"
-    ds = _maybe_postprocess(prepare_release(synth.sample(n, progress=progress, name=name), sens.info), postprocess)
+    ds = _maybe_postprocess(
+        prepare_release(synth.sample(n, progress=progress, name=name), sens.info), postprocess, n=n, topup=topup,
+        draw=lambda k, i: prepare_release(synth.sample(k, seed=_draw_seed(synth, i), name=name), sens.info))
     seconds["sample"] = time.perf_counter() - t0
     ledger = synth.ledger
     spent = None
@@ -219,6 +225,7 @@ def _synthesize_registered(
     t_all: float,
     unsupported: dict[str, bool],
     postprocess: bool | str | Sequence[str] = False,
+    topup: bool = True,
 ) -> SynthesisResult:
     """make -> fit -> sample -> guarded release for a registered synthesizer other than PrivORL-n."""
     from privsynth.privacy.accounting import check_delta
@@ -248,8 +255,11 @@ def _synthesize_registered(
     seconds["fit"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     ds_name = out_dataset or f"{sens.info.name}-synthetic-{name}-eps{epsilon:g}"
-    ds = _maybe_postprocess(prepare_release(registry.sample(synth, n_transitions=n, name=ds_name, progress=progress),
-                                            sens.info), postprocess)
+    ds = _maybe_postprocess(
+        prepare_release(registry.sample(synth, n_transitions=n, name=ds_name, progress=progress), sens.info),
+        postprocess, n=n, topup=topup,
+        draw=lambda k, i: prepare_release(registry.sample(synth, n_transitions=k, seed=_draw_seed(synth, i),
+                                                          name=ds_name), sens.info))
     seconds["sample"] = time.perf_counter() - t0
     spent = release_dataset(ds, synth.ledger, out_dataset, epsilon_budget=epsilon, delta=delta, overwrite=overwrite)
     seconds["total"] = time.perf_counter() - t_all
@@ -257,11 +267,21 @@ def _synthesize_registered(
                            seconds=seconds)
 
 
-def _maybe_postprocess(ds: OfflineDataset, apply: Any) -> OfflineDataset:
+def _maybe_postprocess(
+    ds: OfflineDataset, apply: Any, *, n: int, topup: bool, draw: Callable[[int, int], OfflineDataset]
+) -> OfflineDataset:
     """``ds`` repaired by :func:`privsynth.release.postprocess.postprocess` when ``apply`` (free under DP): ``True``
-    or ``"all"`` for every step, else the steps named (:func:`~privsynth.release.postprocess.step_options`)."""
+    or ``"all"`` for every step, else the steps named (:func:`~privsynth.release.postprocess.step_options`). With
+    ``topup``, rows a step dropped are made up for by ``draw(k, i)`` (more rows of the same released model)."""
     if not apply:
         return ds
-    from privsynth.release.postprocess import postprocess, step_options
+    from privsynth.release.postprocess import postprocess, step_options, topped_up
 
+    if topup:
+        return topped_up(ds, draw, n, **step_options(apply))[0]
     return postprocess(ds, **step_options(apply))[0]
+
+
+def _draw_seed(synth: Any, i: int) -> int:
+    """The sampling seed of the ``i``-th extra draw of a top-up: the model's own seed, moved far from it."""
+    return int(getattr(synth.config, "seed", 0) or 0) + 100_003 * i
