@@ -77,6 +77,12 @@ def test_states_in_walls_are_invalid(real):
         assert adapter.bins(far_away)[0] == -1
         cov = state_coverage(adapter, real.observations, np.concatenate([wall_state, free_state]))
         assert cov["synthetic_invalid_rate"] == 0.5
+        # the goal columns (4:6) are judged alike: a goal in a wall or off the map cannot occur
+        goals = np.array([[-1.0, 1.0, 0, 0, -1.0, 0.0], [-1.0, 1.0, 0, 0, -1.0, 1.0], [-1.0, 1.0, 0, 0, 50, 50]])
+        np.testing.assert_array_equal(adapter.goal_in_wall(goals), [True, False, True])
+        cov = state_coverage(adapter, real.observations, goals)
+        assert cov["synthetic_invalid_rate"] == 0.0 and cov["synthetic_goal_invalid_rate"] == pytest.approx(2 / 3)
+        assert cov["real_goal_invalid_rate"] == 0.0
         # 7 free cells in UMaze, 4 x 4 bins each
         assert adapter.n_bins == 7 * 16
     finally:

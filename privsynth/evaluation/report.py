@@ -339,6 +339,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                 ["overlap (Jaccard)", cov["overlap_jaccard"]],
                 ["synthetic states in bins real data visits", cov["synthetic_in_real_bins"]],
                 ["synthetic states in walls / off the map", cov["synthetic_invalid_rate"]],
+                *([["synthetic goals in walls / off the map", cov["synthetic_goal_invalid_rate"]]]
+                  if "synthetic_goal_invalid_rate" in cov else []),
             ],
         )
 

@@ -132,7 +132,19 @@ def state_coverage(adapter: EnvAdapter, real_obs: np.ndarray, synth_obs: np.ndar
         "synthetic_in_real_bins": float(np.isin(bs, list(vr)).mean()) if len(bs) else float("nan"),
         "synthetic_invalid_rate": float((bs < 0).mean()) if len(bs) else float("nan"),
         "real_invalid_rate": float((br < 0).mean()) if len(br) else float("nan"),
+        **_goal_invalid(adapter, real_obs, synth_obs),
     }
+
+
+def _goal_invalid(adapter: EnvAdapter, real_obs: np.ndarray, synth_obs: np.ndarray) -> dict[str, float]:
+    """Share of rows whose desired goal lies in a wall or off the map (PointMaze draws goals in free cells only);
+    empty when the observation has no goal. Utility study round 10 (docs/synthesizers.md)."""
+    gs = adapter.goal_in_wall(synth_obs) if len(synth_obs) else None
+    if gs is None:
+        return {}
+    gr = adapter.goal_in_wall(real_obs) if len(real_obs) else np.zeros(0, bool)
+    return {"synthetic_goal_invalid_rate": float(np.mean(gs)),
+            "real_goal_invalid_rate": float(np.mean(gr)) if len(gr) else float("nan")}
 
 
 def _checks_on(adapter: EnvAdapter, ds: OfflineDataset, idx: np.ndarray, cfg: RLCheckConfig) -> dict[str, Any]:
