@@ -110,3 +110,31 @@ def test_the_public_only_row_reads_no_sensitive_record(tmp_path):
     np.testing.assert_array_equal(samples[0], samples[1])
     res, _ = _public_only(tmp_path, 2, eps="1.0")  # the pretrain cell is reused
     assert res.failed == 1 and "epsilon: 0.0" in res.failures[0].error
+
+
+@pytest.mark.slow
+def test_synthesize_cell_postprocesses_and_tops_up_to_num_samples(tmp_path):
+    """``postprocess: [goals, walls]`` on a synthesize cell: every row of the saved sample has its state, next state
+    and goal in free cells of the sensitive task's map, and more draws make up the dropped rows (200 kept)."""
+    import numpy as np
+
+    from privsynth.data.env_adapters import adapter_for
+    from privsynth.evaluation.bench.sources import load_dataset_file
+
+    path = tmp_path / "post.yaml"
+    text = PUBLIC_ONLY.format(sens_seed=2, eps="0.0").replace(
+        "num_samples: 200}", "num_samples: 200, postprocess: [goals, walls]}")
+    path.write_text(textwrap.dedent(text))
+    suite = load_suite(path, results_dir=tmp_path / "results")
+    assert run_suite(suite, progress=False, log=lambda _: None).failed == 0
+    (rec,) = [r for r in collect_records(suite) if r["stage"] == "synthesize"]
+    post = rec["result"]["postprocess"]
+    assert rec["result"]["n_synthetic"] == 200 and post["rows_kept"] == 200 and post["rows_in"] > 200
+    ds = load_dataset_file(next(suite.out.rglob("synthetic.npz")))
+    adapter = adapter_for(ds.info, ds.observations)
+    try:
+        bad = adapter.in_wall(ds.observations) | adapter.in_wall(ds.next_observations)
+        bad |= adapter.goal_in_wall(ds.observations)
+        assert ds.n_transitions == 200 and not np.any(bad)
+    finally:
+        adapter.close()

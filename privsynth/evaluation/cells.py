@@ -140,7 +140,9 @@ def pretrain_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
 def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     """Fine-tune (DP unless ``epsilon`` is null) on the sensitive data, sample, save data, model and ledger. With
     ``finetune: none`` and ``epsilon: 0.0`` the pre-trained upstream model is sampled as it is (the public-only
-    reference: what a release costs nothing for)."""
+    reference: what a release costs nothing for). ``postprocess: [goals, walls]`` (any steps of
+    :func:`privsynth.release.postprocess.step_options`) post-processes the sample in the sensitive dataset's public
+    environment and tops it up to ``num_samples`` rows with more draws of the same model (free under DP)."""
     from privsynth.synth import TransitionSynthesizer
 
     _check_synthesizer(params)
@@ -185,6 +187,12 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     if n > 0:
         t0 = time.perf_counter()
         synthetic = synth.sample(n, seed=seed, progress=False)
+        if params.get("postprocess"):  # free under DP; rows dropped are made up for by more draws of the same model
+            from privsynth.release.postprocess import step_options, topped_up
+
+            synthetic, out["postprocess"] = topped_up(
+                synthetic, lambda k, i: synth.sample(k, seed=seed + 100_003 * i, progress=False), n,
+                environment=ctx.dataset_info(params["data"]["sensitive"]), **step_options(params["postprocess"]))
         out["sample_seconds"] = time.perf_counter() - t0
         out["n_synthetic"] = len(synthetic)
         save_dataset(synthetic, ctx.artifact_dir / "synthetic.npz")
