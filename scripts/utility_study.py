@@ -149,7 +149,7 @@ def privorl_j_release(name: str, sens, eps: float, seed: int, n_rows: int, rec: 
     h = synth.history[-1]
     rec.update({k: h.get(k) for k in ("noise_multiplier", "steps", "sample_rate", "trainable")}, overrides=over)
     rec["epsilon_spent"] = h.get("epsilon")
-    return registry.sample(synth, n_transitions=n_rows, seed=seed)
+    return registry.sample(synth, n_transitions=n_rows, seed=seed), synth
 
 
 def task_data(task: str):
@@ -226,7 +226,8 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
     if name == "real":
         train = sens
     elif (CONFIGS[name] or {}).get("synthesizer") == "privorl-j":
-        train = privorl_j_release(name, sens, float(eps or 10.0), seed, args.samples, rec)
+        train, synth = privorl_j_release(name, sens, float(eps or 10.0), seed, args.samples, rec)
+        blend = None
     else:
         over = dict(CONFIGS[name] or {})
         start = over.pop("checkpoint", None)
@@ -266,10 +267,15 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
         # dataset's public environment spec, as the release does
         opts = dict(environment=sens.info, **step_options(args.post_steps))
         if args.post_topup:  # round 10: more draws from the same DP model until --samples rows are kept
-            if name == "real" or (CONFIGS[name] or {}).get("synthesizer") == "privorl-j" or blend is not None:
-                raise SystemExit("--post-topup samples PrivORL-n configurations only")
-            train, rec["post"] = topped_up(train, lambda k, i: synth.sample(k, seed=seed + 100_003 * i),
-                                           args.samples, **opts)
+            if name == "real" or blend is not None:
+                raise SystemExit("--post-topup samples synthesizer configurations without a public blend only")
+            if (CONFIGS[name] or {}).get("synthesizer") == "privorl-j":  # round 11: whole episodes, cut to rows
+                from privsynth.synth import registry
+
+                draw = lambda k, i: registry.sample(synth, n_transitions=k, seed=seed + 100_003 * i)  # noqa: E731
+            else:
+                draw = lambda k, i: synth.sample(k, seed=seed + 100_003 * i)  # noqa: E731
+            train, rec["post"] = topped_up(train, draw, args.samples, **opts)
         else:
             train, rec["post"] = postprocess(train, **opts)
     if args.calibrate:  # round 8: actions mapped onto the public pre-training data's marginal (free in privacy)
