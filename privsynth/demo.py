@@ -495,6 +495,9 @@ def _render(report: dict[str, Any], card_md: str, out: Path) -> str:
         cov = rl.get("coverage") or {}
         lines.append(f"| states in valid maze cells | {_num(1 - cov['synthetic_invalid_rate']) if 'synthetic_invalid_rate' in cov else '–'} "
                      f"| {_num(1 - cov['real_invalid_rate']) if 'real_invalid_rate' in cov else '–'} |")
+        if "synthetic_goal_invalid_rate" in cov:
+            lines.append(f"| goals in valid maze cells | {_num(1 - cov['synthetic_goal_invalid_rate'])} "
+                         f"| {_num(1 - cov['real_goal_invalid_rate'])} |")
     agents = report.get("agents")
     if agents:
         lines += ["", "## Agents (normalised score, real environment; trained on the released data, public)", "", "```", json.dumps(agents, indent=1, default=str)[:3000], "```"]

@@ -73,6 +73,15 @@ def test_run_skips_finished_cells_and_writes_tables(tmp_path):
     assert ctx.dataset("members").info.sensitive and ctx.dataset("members").n_episodes == 3
 
 
+def test_only_runs_the_named_stage_and_says_what_it_left_out(tmp_path):
+    suite = write_suite(tmp_path, SUITE)
+    lines = []
+    summary = run_suite(suite, progress=False, log=lines.append, only=["make"])
+    assert summary["ran"] == 4 and not collect_records(suite, stage="use")
+    assert any("stage make: 4 cells, 0 finished, 4 to run" in x for x in lines)
+    assert any("stage use: 8 cells, 0 finished, 8 left out by --only" in x for x in lines)  # not "8 finished"
+
+
 def test_changing_a_param_reruns_only_what_it_changes(tmp_path):
     suite = write_suite(tmp_path, SUITE)
     run_suite(suite, progress=False, log=lambda _: None)

@@ -130,10 +130,13 @@ def run(suite: Suite, pool: LazyExecutor, *, only: Iterable[str] | None = None, 
         cells, blocked = plan_stage(suite, stage, finished)
         summary.blocked += blocked
         todo = [c for c in cells if not (cells_dir / f"{c.id}.json").exists()]
-        if only is not None and stage.name not in only and stage.kind not in only:
+        done = len(cells) - len(todo)
+        left_out = only is not None and stage.name not in only and stage.kind not in only
+        if left_out:
             todo = []
         summary.skipped += len(cells) - len(todo)
-        log(f"[{suite.name}] stage {stage.name}: {len(cells)} cells, {len(cells) - len(todo)} finished, {len(todo)} to run"
+        log(f"[{suite.name}] stage {stage.name}: {len(cells)} cells, {done} finished, "
+            + (f"{len(cells) - done} left out by --only" if left_out else f"{len(todo)} to run")
             + (f", {blocked} waiting on unfinished or failed upstream cells" if blocked else ""))
         if not dry_run and todo:
             _run_stage(suite, stage, todo, finished, pool, summary, progress, log)
