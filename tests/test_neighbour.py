@@ -86,6 +86,31 @@ def _privorl_n(unit: str, dp_normalizer: bool = False, next_state: str = "absolu
     return run
 
 
+def _sens_pointmaze() -> OfflineDataset:
+    from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze
+
+    return generate_pointmaze(PointMazeConfig(maze="umaze", steps=300, seed=2, dense=True, ref_episodes=1),
+                              progress=False).mark_sensitive()
+
+
+def _privorl_n_postprocessed(sens: OfflineDataset, tmp: Path) -> dict:
+    """The map filter of utility round 10 (rows with s, s' or goal in a wall dropped) with the top-up to ``n`` rows:
+    every extra draw is post-processing of the released model, and its stats (rows drawn, keep rate, drops) are DP
+    outputs: without marking them, this path fails (the two runs draw different numbers of rows, e.g. 560 and 580)."""
+    from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze
+    from privsynth.release import synthesize
+    from test_transition_synth import tiny_config
+
+    public = generate_pointmaze(PointMazeConfig(maze="open", steps=300, seed=1, dense=True, ref_episodes=1),
+                                progress=False)
+    res = synthesize(sens, public=[public], epsilon=5.0, delta=1e-3, n=64, config=tiny_config(),
+                     out_dataset="privsynth/neighbour-post-v0", overwrite=True, progress=False,
+                     postprocess="goals,walls")
+    assert res.dataset.n_transitions == 64 and res.dataset.info.extra["postprocess"]["rows_in"] > 64
+    return {"release": minari_metadata("privsynth/neighbour-post-v0"), "card": res.dataset.info.privacy_card,
+            "info": res.dataset.info.to_dict()}
+
+
 def _release_registered(name: str):
     """``release.synthesize(synth=NAME)`` to the Minari store: the one release path of every registered synthesizer."""
     def run(sens: OfflineDataset, tmp: Path) -> dict:
@@ -142,6 +167,8 @@ def _paths() -> list[ReleasingPath]:
         ReleasingPath("release privorl-n transition delta", _privorl_n("transition", next_state="delta"),
                       _sens_transitions, _SAMPLE + _DESCRIPTION + ("*.rows",), slow=True),
     ]
+    paths.append(ReleasingPath("release privorl-n pointmaze map filter topped up", _privorl_n_postprocessed,
+                               _sens_pointmaze, _SAMPLE + _DESCRIPTION + ("*postprocess*",), slow=True))
     paths.append(ReleasingPath("release privsyn (generic path)", _release_registered("privsyn"), _sens_transitions,
                                _GRID + _DESCRIPTION, slow=True))
     paths.append(ReleasingPath("release privorl-n dp-normaliser", _privorl_n("transition", dp_normalizer=True),
