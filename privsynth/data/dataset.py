@@ -367,6 +367,17 @@ class OfflineDataset:
         info = dataclasses.replace(self.info, name=name or self.info.name)
         return self._take(idx, info)
 
+    def first_rows(self, n: int) -> "OfflineDataset":
+        """The first ``n`` rows (all of them if there are fewer); an episode cut short ends in a truncation."""
+        if self.n_transitions <= n:
+            return self
+        out = self._take(np.arange(n), self.info)
+        if not out.terminals[-1]:
+            timeouts = out.timeouts.copy()
+            timeouts[-1] = True
+            out = dataclasses.replace(out, timeouts=timeouts)
+        return out
+
     def _take(self, idx: np.ndarray, info: DatasetInfo) -> "OfflineDataset":
         return OfflineDataset(
             observations=self.observations[idx],

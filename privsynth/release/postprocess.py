@@ -234,7 +234,7 @@ def topped_up(
         rate = max(kept / seen, 1.0 / max_draws)
         chunk = draw(int(np.ceil(min((n - kept) / rate * 1.1, max_draws * n - seen))) + 1, i)
     data = parts[0] if len(parts) == 1 else OfflineDataset.concatenate(parts, info=parts[0].info)
-    data = _first_rows(data, n)
+    data = data.first_rows(n)
     stats = {**(stats or {}), "rows_in": seen, "rows_kept": n, "draws": i + 1, "keep_rate": kept / seen,
              "topped_up_to": n}
     record = {**data.info.extra.get("postprocess", {}), **stats}
@@ -244,17 +244,3 @@ def topped_up(
 
 
 _COUNTS = ("rows_dropped_in_walls", "rows_dropped_goal_in_wall")
-
-
-def _first_rows(ds: OfflineDataset, n: int) -> OfflineDataset:
-    """The first ``n`` rows; a cut inside an episode becomes a truncation (timeout) of its last kept row."""
-    if ds.n_transitions <= n:
-        return ds
-    keep = np.zeros(ds.n_transitions, dtype=bool)
-    keep[:n] = True
-    timeouts = _cut_timeouts(ds, keep, ds.terminals)
-    return OfflineDataset(
-        observations=ds.observations[:n], actions=ds.actions[:n], rewards=ds.rewards[:n],
-        next_observations=ds.next_observations[:n], terminals=ds.terminals[:n], timeouts=timeouts[:n],
-        episode_ids=ds.episode_ids[:n], info=ds.info,
-    )

@@ -291,19 +291,4 @@ def _episodes_to_rows(synth: Synthesizer, n: int, *, seed: int | None, name: str
     else:
         raise InvalidData("the trajectory synthesizer returned too few rows; check its sampler settings")
     ds = parts[0] if len(parts) == 1 else OfflineDataset.concatenate(parts, info=parts[0].info)
-    return _cut(ds, n)
-
-
-def _cut(ds: OfflineDataset, n: int) -> OfflineDataset:
-    """The first ``n`` rows; the episode cut short ends in a truncation."""
-    if ds.n_transitions == n:
-        return ds
-    import numpy as np
-
-    keep = np.arange(n)
-    out = ds._take(keep, ds.info)
-    if not out.terminals[-1]:
-        timeouts = out.timeouts.copy()
-        timeouts[-1] = True
-        out = dataclasses.replace(out, timeouts=timeouts)
-    return out
+    return ds.first_rows(n)
