@@ -40,7 +40,7 @@ from privsynth.evaluation.cells import _apply  # noqa: E402
 from privsynth.evaluation.fidelity import tabular_fidelity, utility_predictor  # noqa: E402
 from privsynth.evaluation.bench.sources import load_dataset_file, save_dataset  # noqa: E402
 from privsynth.release.calibrate import calibrate_actions  # noqa: E402
-from privsynth.release.postprocess import STEPS, postprocess, step_options, topped_up  # noqa: E402
+from privsynth.release.postprocess import STEPS, draw_seed, postprocess, step_options, topped_up  # noqa: E402
 from privsynth.synth import TransitionSynthesizer, cpu_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -272,9 +272,9 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
             if (CONFIGS[name] or {}).get("synthesizer") == "privorl-j":  # round 11: whole episodes, cut to rows
                 from privsynth.synth import registry
 
-                draw = lambda k, i: registry.sample(synth, n_transitions=k, seed=seed + 100_003 * i)  # noqa: E731
+                draw = lambda k, i: registry.sample(synth, n_transitions=k, seed=draw_seed(seed, i))  # noqa: E731
             else:
-                draw = lambda k, i: synth.sample(k, seed=seed + 100_003 * i)  # noqa: E731
+                draw = lambda k, i: synth.sample(k, seed=draw_seed(seed, i))  # noqa: E731
             train, rec["post"] = topped_up(train, draw, args.samples, **opts)
         else:
             train, rec["post"] = postprocess(train, **opts)

@@ -192,12 +192,12 @@ def cmd_sample(args: argparse.Namespace) -> int:
     ds = prepare_release(ds, environment)
     note = ""
     if args.postprocess:
-        from privsynth.release.postprocess import postprocess, step_options, topped_up
+        from privsynth.release.postprocess import draw_seed, postprocess, step_options, topped_up
 
         if args.topup:
             base = synth.config.seed if args.seed is None else args.seed
             ds, stats = topped_up(ds, lambda k, i: prepare_release(
-                synth.sample(k, seed=base + 100_003 * i, method=args.sampler, steps=args.steps,
+                synth.sample(k, seed=draw_seed(base, i), method=args.sampler, steps=args.steps,
                              name=args.out_dataset), environment), args.n, **step_options(args.postprocess))
         else:
             ds, stats = postprocess(ds, **step_options(args.postprocess))

@@ -188,10 +188,10 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
         t0 = time.perf_counter()
         synthetic = synth.sample(n, seed=seed, progress=False)
         if params.get("postprocess"):  # free under DP; rows dropped are made up for by more draws of the same model
-            from privsynth.release.postprocess import step_options, topped_up
+            from privsynth.release.postprocess import draw_seed, step_options, topped_up
 
             synthetic, out["postprocess"] = topped_up(
-                synthetic, lambda k, i: synth.sample(k, seed=seed + 100_003 * i, progress=False), n,
+                synthetic, lambda k, i: synth.sample(k, seed=draw_seed(seed, i), progress=False), n,
                 environment=ctx.dataset_info(params["data"]["sensitive"]), **step_options(params["postprocess"]))
         out["sample_seconds"] = time.perf_counter() - t0
         out["n_synthetic"] = len(synthetic)

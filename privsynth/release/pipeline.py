@@ -267,6 +267,13 @@ def _synthesize_registered(
                            seconds=seconds)
 
 
+def _draw_seed(synth: Any, i: int) -> int:
+    """The sampling seed of a top-up's ``i``-th extra draw from ``synth`` (its own seed moved away)."""
+    from privsynth.release.postprocess import draw_seed
+
+    return draw_seed(getattr(synth.config, "seed", 0), i)
+
+
 def _maybe_postprocess(
     ds: OfflineDataset, apply: Any, *, n: int, topup: bool, draw: Callable[[int, int], OfflineDataset]
 ) -> OfflineDataset:
@@ -281,7 +288,3 @@ def _maybe_postprocess(
         return topped_up(ds, draw, n, **step_options(apply))[0]
     return postprocess(ds, **step_options(apply))[0]
 
-
-def _draw_seed(synth: Any, i: int) -> int:
-    """The sampling seed of the ``i``-th extra draw of a top-up: the model's own seed, moved far from it."""
-    return int(getattr(synth.config, "seed", 0) or 0) + 100_003 * i

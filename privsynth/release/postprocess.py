@@ -37,7 +37,7 @@ from privsynth.data.dataset import DatasetInfo, OfflineDataset, environment_fact
 from privsynth.data.env_adapters import MujocoLocomotionAdapter, PointMazeAdapter, adapter_for
 from privsynth.errors import InvalidData, PrivacyError, PrivsynthError
 
-__all__ = ["postprocess", "step_options", "topped_up", "STEPS", "SUPPORTED"]
+__all__ = ["postprocess", "step_options", "topped_up", "draw_seed", "STEPS", "SUPPORTED"]
 
 SUPPORTED = "PointMaze (gymnasium-robotics, sparse or dense reward) and MuJoCo locomotion (gymnasium, qpos[k:] | qvel)"
 _CHANGED = 1e-6  # a recomputed value differing by more than this counts as changed
@@ -244,3 +244,10 @@ def topped_up(
 
 
 _COUNTS = ("rows_dropped_in_walls", "rows_dropped_goal_in_wall")
+
+
+def draw_seed(base: int | None, i: int) -> int:
+    """The sampling seed of a top-up's ``i``-th extra draw (``i`` = 1, 2, ...): ``base`` (the sample's own seed),
+    moved far from it so the draws do not repeat the first sample's rows. Sampling seeds drive the sampler only,
+    never DP noise."""
+    return int(base or 0) + 100_003 * i
