@@ -63,6 +63,15 @@ def test_errors_are_one_line(capsys, stored, extra, needle):
     assert not minari_io.list_datasets("privsynth/sens-privsyn")
 
 
+def test_sensitive_data_as_public_is_refused(capsys, stored):
+    """The discretiser fits its bounds and categories on public data: the sensitive set cannot be passed as public
+    (a reviewer released a card listing the sensitive set under public_data before this check)."""
+    code, _, err = run(capsys, "baseline", "privsyn", "--sensitive", "sens", "--public", "sens", "--epsilon", "1",
+                       "--num-samples", "50", "--out-dataset", "sens-privsyn", "--quiet")
+    assert code == 2 and "shares" in err and "sensitive" in err, err
+    assert not minari_io.list_datasets("privsynth/sens-privsyn")
+
+
 def test_missing_dataset_is_one_line(capsys, stored):
     code, _, err = run(capsys, "baseline", "pgm", "--sensitive", "nothere", "--public", "pub", "--epsilon", "1")
     assert code == 2 and "nothere" in err

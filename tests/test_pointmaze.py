@@ -1,6 +1,8 @@
 """PointMaze planner, controller and generator (D4RL maze2d recipe)."""
 from __future__ import annotations
 
+import dataclasses
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -80,6 +82,12 @@ def test_generator_deterministic_and_structured():
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
     assert a.info == b.info
     assert not np.array_equal(a.actions, c.actions)
+    # the reference scores (copied into every release as environment facts) are the environment's, not the draw's:
+    # they must not reveal the data seed, from which the whole set could be regenerated
+    assert (a.info.ref_min_score, a.info.ref_max_score) == (c.info.ref_min_score, c.info.ref_max_score)
+    pinned = generate_pointmaze(dataclasses.replace(cfg, ref_seed=cfg.seed), progress=False)
+    assert (pinned.info.ref_min_score, pinned.info.ref_max_score) != (a.info.ref_min_score, a.info.ref_max_score)
+    np.testing.assert_array_equal(pinned.actions, a.actions)
     assert a.obs_dim == 6 and a.act_dim == 2 and a.n_transitions == 2500
     assert not a.terminals.any()
     assert a.timeouts[-1] and a.n_episodes == int(a.timeouts.sum()) >= 5

@@ -138,3 +138,20 @@ def test_synthesize_cell_postprocesses_and_tops_up_to_num_samples(tmp_path):
         assert ds.n_transitions == 200 and not np.any(bad)
     finally:
         adapter.close()
+
+
+def test_cells_refuse_sensitive_data_as_public():
+    """A cell's public datasets (pre-training data, normaliser) can be neither its sensitive set nor marked sensitive."""
+    from types import SimpleNamespace
+
+    from conftest import make_toy_dataset
+    from privsynth.errors import InvalidData
+    from privsynth.evaluation.cells import _public
+
+    data = {"pub": make_toy_dataset(seed=1, name="pub"), "sens": make_toy_dataset(seed=2, name="sens").mark_sensitive(True)}
+    ctx = SimpleNamespace(dataset=data.__getitem__)
+    assert len(_public({"data": {"public": ["pub"], "sensitive": "sens"}}, ctx)) == 1
+    with pytest.raises(InvalidData, match="both public and sensitive"):
+        _public({"data": {"public": ["pub", "sens"], "sensitive": "sens"}}, ctx)
+    with pytest.raises(InvalidData, match="marked sensitive"):
+        _public({"data": {"public": "sens"}}, ctx)

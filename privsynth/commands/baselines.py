@@ -68,8 +68,11 @@ def run_baseline(
     name: str | None = None,
 ) -> tuple[Any, Any, dict[str, float]]:
     """pretrain(public) -> finetune(sensitive, ε, δ) -> sample(n); returns (synthesizer, dataset, seconds)."""
+    from privsynth.release.checks import check_public
     from privsynth.synth.baselines import make_baseline
 
+    for pub in public:  # public data fits the discretiser's bounds and categories: it must hold no sensitive record
+        check_public(pub, sensitive)
     synth = make_baseline(method, **{"seed": seed, **(overrides or {})})
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()

@@ -59,6 +59,8 @@ __all__ = [
 MAZES: dict[str, str] = {"open": "Open", "umaze": "UMaze", "medium": "Medium", "large": "Large",
                          "umaze_mirror": "UMaze"}
 EPISODE_STEPS: dict[str, int] = {"open": 300, "umaze": 300, "medium": 600, "large": 800, "umaze_mirror": 300}
+# Seed of the reference-score rollouts by default: public and the same for every dataset of an environment.
+REFERENCE_SEED = 0
 # The single goal cell of Minari's EVAL_ENV_MAPS (row, col), D4RL's fixed maze2d targets; umaze_mirror's is umaze's
 # goal mirrored.
 EVAL_GOAL_CELLS: dict[str, tuple[int, int]] = {"open": (2, 3), "umaze": (1, 1), "medium": (6, 6), "large": (7, 9),
@@ -79,6 +81,10 @@ class PointMazeConfig:
     dense: bool = False  # reward exp(-distance) instead of 1[distance <= 0.45]
     action_noise: float = 0.5  # std of the Gaussian noise added to the controller's action
     ref_episodes: int = 100  # episodes per reference policy on the evaluation env (Minari: 100)
+    # Seed of the reference rollouts. None: REFERENCE_SEED, a public constant, so the reference scores (which every
+    # release copies as environment facts) are a function of the environment alone and say nothing about the data's
+    # own seed. Benchmark suites pin it to the data seed to keep their committed normalisers (bench/sources.py).
+    ref_seed: int | None = None
     name: str | None = None  # dataset name in DatasetInfo; default "pointmaze-<maze>[-dense]"
 
     def __post_init__(self) -> None:
@@ -214,8 +220,9 @@ def generate_pointmaze(cfg: PointMazeConfig, progress: bool = True) -> OfflineDa
 
 
 def reference_args(cfg: PointMazeConfig) -> tuple[str, bool, int, int]:
-    """The arguments of :func:`reference_scores` (and, with a policy, :func:`reference_return`) for ``cfg``'s set."""
-    return cfg.maze, cfg.dense, cfg.ref_episodes, cfg.seed
+    """The arguments of :func:`reference_scores` (and, with a policy, :func:`reference_return`) for ``cfg``'s set:
+    the data seed never enters them unless ``cfg.ref_seed`` asks for it."""
+    return cfg.maze, cfg.dense, cfg.ref_episodes, REFERENCE_SEED if cfg.ref_seed is None else cfg.ref_seed
 
 
 def with_reference_scores(ds: OfflineDataset, cfg: PointMazeConfig, scores: tuple[float, float]) -> OfflineDataset:

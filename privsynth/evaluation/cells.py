@@ -80,8 +80,16 @@ def _peak_rss_mb() -> float:
 
 
 def _public(params: dict[str, Any], ctx: CellContext) -> list:
+    """The cell's public datasets; refuses the sensitive one or any dataset marked sensitive (as the CLI does)."""
     names = params["data"]["public"]
-    return [ctx.dataset(n) for n in ([names] if isinstance(names, str) else names)]
+    names = [names] if isinstance(names, str) else list(names)
+    if params["data"].get("sensitive") in names:
+        raise InvalidData(f"dataset '{params['data']['sensitive']}' cannot be both public and sensitive")
+    datasets = [ctx.dataset(n) for n in names]
+    for name, ds in zip(names, datasets):
+        if ds.info.sensitive:
+            raise InvalidData(f"dataset '{name}' is marked sensitive and cannot be used as public data")
+    return datasets
 
 
 def _source_data(params: dict[str, Any], ctx: CellContext):
