@@ -109,8 +109,10 @@ def _run(args: argparse.Namespace) -> int:
         ds, synth.ledger, args.out_dataset, epsilon_budget=args.epsilon, delta=args.delta, overwrite=args.overwrite,
         environment=sensitive.info,
     )
-    if args.save:
-        synth.save(args.save)
+    if args.save:  # the fitted model is a release too: written only if its ledger fits the budget
+        from privsynth.privacy.guard import guarded_save_model
+
+        guarded_save_model(synth, args.save, args.epsilon, args.delta)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     summary = {
         "method": args.method,

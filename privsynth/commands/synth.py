@@ -148,7 +148,9 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         record_dp_request(synth.config, args.epsilon, args.delta, args.unit)
         synth.finetune(sens, args.epsilon, args.delta, args.unit, progress=main and not args.quiet)
         if main:
-            synth.save(args.out)
+            from privsynth.privacy.guard import guarded_save_model
+
+            guarded_save_model(synth, args.out, args.epsilon, args.delta)
             ranks = f" on {group.world_size} processes" if group is not None else ""
             print(f"fine-tuned on {sens.info.name}{ranks}: epsilon {synth.ledger.epsilon():.4g} at delta "
                   f"{args.delta:g} ({args.unit}) -> {args.out}")
@@ -158,6 +160,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
+    from privsynth.privacy.guard import check_budget
     from privsynth.release import release_dataset
     from privsynth.synth import TransitionSynthesizer
     from privsynth.synth.pretrained import resolve_pretrained
@@ -170,15 +173,23 @@ def cmd_sample(args: argparse.Namespace) -> int:
     synth = load_synthesizer(model)
     if synth.ledger is None:
         raise InvalidData("this model was never DP fine-tuned: there is nothing releasable to sample")
-    sens_id = args.sensitive or next(
-        (h.get("dataset") for h in reversed(synth.history) if h.get("private") and h.get("dataset")), None
-    )
-    if not sens_id or not minari_io.dataset_exists(sens_id):
-        raise InvalidData(
-            f"cannot find the sensitive dataset '{sens_id}' the model was fine-tuned on; pass --sensitive ID so the "
-            "release carries its environment spec"
-        )
-    environment = minari_io.read_info(sens_id)  # metadata only: environment facts, no rows
+    budget = args.budget
+    if budget is None:  # the budget the last DP fine-tune was asked for; never the ledger's own ε (always passes)
+        targets = [h.get("target_epsilon") for h in synth.history if h.get("private")]
+        budget = targets[-1] if targets else None
+        if not budget:
+            raise InvalidData("the model records no target epsilon from its DP fine-tune; pass --budget EPS, the "
+                              "largest epsilon this release may spend")
+    check_budget(synth.ledger, budget)  # refuse before spending minutes sampling
+    # the environment's public facts: the given dataset's metadata (no rows), else those the fine-tune adopted (the
+    # checkpoint keeps them; it does not name the sensitive dataset)
+    if args.sensitive:
+        environment = minari_io.read_info(args.sensitive)
+    elif synth.template is not None:
+        environment = synth.template
+    else:
+        raise InvalidData("the model carries no environment facts; pass --sensitive ID so the release carries its "
+                          "environment spec")
     if args.shards > 1:
         from privsynth.evaluation.executors import make_executor
         from privsynth.synth.sharded import sample_sharded
@@ -202,10 +213,6 @@ def cmd_sample(args: argparse.Namespace) -> int:
         else:
             ds, stats = postprocess(ds, **step_options(args.postprocess))
         note = _post_note(stats)
-    budget = args.budget
-    if budget is None:
-        targets = [h.get("target_epsilon") for h in synth.history if h.get("private")]
-        budget = targets[-1] if targets and targets[-1] else synth.ledger.epsilon()
     spent = release_dataset(ds, synth.ledger, args.out_dataset, epsilon_budget=budget, overwrite=args.overwrite)
     st = synth.last_sample_stats
     shards = f"; {len(st['shards'])} shards, seeds {[s['seed'] for s in st['shards']]}" if "shards" in st else ""
@@ -339,7 +346,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--sampler", choices=("dpm", "heun"), default=None, help="ODE solver (None: the model's)")
     p.add_argument("--steps", type=int, default=None, help="solver steps (None: the model's)")
     p.add_argument("--budget", type=float, default=None,
-                   help="epsilon budget for the release guard (None: the fine-tuning target)")
+                   help="epsilon budget for the release guard (default: the last DP fine-tune's target epsilon)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing dataset with this id")
     p.add_argument("--seed", type=int, default=None, help="base seed (with --shards, each shard's seed derives from it)")
     p.add_argument("--shards", type=int, default=1, help="split the draw into this many independent shards")

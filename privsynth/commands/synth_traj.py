@@ -75,8 +75,10 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidData("--public needs at least one public dataset id (or pass --from-checkpoint)")
         synth = TrajectorySynthesizer(cfg).pretrain(public, progress=not args.quiet)
     synth.finetune(sensitive, args.epsilon, args.delta, "trajectory", progress=not args.quiet)
-    if args.save:
-        synth.save(Path(args.save))
+    if args.save:  # the fine-tuned model is a release too: written only if its ledger fits the budget
+        from privsynth.privacy.guard import guarded_save_model
+
+        guarded_save_model(synth, Path(args.save), args.epsilon, args.delta)
     ds = synth.sample(args.n or sensitive.n_episodes, seed=args.seed, progress=not args.quiet, name=args.out)
     spent = release_dataset(ds, synth.ledger, args.out, epsilon_budget=args.epsilon, delta=args.delta,
                             overwrite=args.overwrite, environment=sensitive.info)

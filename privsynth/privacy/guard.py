@@ -16,7 +16,7 @@ from privsynth.errors import BudgetExceeded, PrivacyError
 from privsynth.privacy import accounting as acc
 from privsynth.privacy.ledger import Ledger
 
-__all__ = ["check_budget", "guarded_write", "LEDGER_FILE", "CARD_FILE"]
+__all__ = ["check_budget", "guarded_write", "guarded_save_model", "LEDGER_FILE", "CARD_FILE"]
 
 LEDGER_FILE = "privacy_ledger.json"
 CARD_FILE = "privacy_card.md"
@@ -93,3 +93,13 @@ def _remove(p: Path) -> None:
         shutil.rmtree(p, ignore_errors=True)
     elif p.exists() or p.is_symlink():
         p.unlink()
+
+
+def guarded_save_model(synth: object, path: str | os.PathLike, epsilon_budget: float,
+                       delta: float | None = None) -> Path:
+    """Save a DP fine-tuned synthesizer's checkpoint through the guard: a model trained on sensitive data is a
+    release too (invariant 3), so it is written only if its ledger (which the checkpoint carries) fits the budget.
+    ``synth.save(path)`` must write exactly ``path``."""
+    ledger = getattr(synth, "ledger", None)
+    return guarded_write(path, lambda tmp: synth.save(tmp), ledger, epsilon_budget, delta,  # type: ignore[attr-defined]
+                         attach_ledger=False)

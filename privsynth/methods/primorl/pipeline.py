@@ -302,7 +302,7 @@ def train_outputs(sensitive: OfflineDataset, cfg: PriMORLConfig, *, dataset_id: 
     config holds the run's settings and public environment facts; the history holds the public-data NLL of the
     snapshots and the policy stage's record (private model and true environment only)."""
     run = run_primorl(sensitive, cfg, progress=progress)
-    config = {"dataset": dataset_id, "obs_dim": sensitive.obs_dim, "act_dim": sensitive.act_dim,
+    config = {"obs_dim": sensitive.obs_dim, "act_dim": sensitive.act_dim,
               "env": public_env_info(sensitive.info).to_dict(), **cfg.to_dict()}
     history = {"sac": run.sac.history, "model": run.tdp.history if run.tdp is not None else []}
     return {"model": run.model.state_dict(), "policy": run.policy.state_dict(), "config": config, "history": history,

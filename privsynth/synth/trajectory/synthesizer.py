@@ -383,7 +383,7 @@ class TrajectorySynthesizer(NetworkSynthesizer):
         fin = [v for v in losses if math.isfinite(v)]
         self.last_finetune_loss = float(np.mean(fin[-50:])) if fin else None
         self.history.append({
-            "phase": "finetune", "private": True, "dataset": sensitive.info.name, "unit": "trajectory",
+            "phase": "finetune", "private": True, "unit": "trajectory",
             "trajectories": n_units, "trajectory_length_cap": cap, "trajectory_length_cap_source": cap_source,
             "fragment_slots": int(items[0].shape[1]), "longer_trajectories": "truncated to the cap",
             "fragments_per_trajectory": dpc.fragments_per_trajectory, "steps": result.steps,
