@@ -113,7 +113,7 @@ def _pool(seed=0, m=2000, n_traj=2):
 
 def test_release_never_includes_a_prefix_that_failed():
     ex, data = _pool()
-    res = data_release(data, ex, DataReleaseConfig(eps1=15.0, delta1=1e-3, n_rounds=30, noise_seed=3))
+    res = data_release(data, ex, DataReleaseConfig(eps1=15.0, delta1=1e-4, n_rounds=30, noise_seed=3))  # < 1/m
     assert res.n_stable > 0, "tiny instance should release something"
     stable = set(res.stable_idx.tolist())
     released = set()
@@ -129,7 +129,7 @@ def test_release_never_includes_a_prefix_that_failed():
     assert stable == released
     assert set(res.unstable_idx.tolist()) == set(range(len(data))) - released
     ev = res.ledger_event()
-    assert ev.epsilon == 15.0 and ev.delta == 1e-3 and ev.params["unit"] == "expert"
+    assert ev.epsilon == 15.0 and ev.delta == 1e-4 and ev.params["unit"] == "expert"
 
 
 def test_release_skipped_at_eps1_zero():

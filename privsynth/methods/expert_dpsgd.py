@@ -37,6 +37,7 @@ from torch.func import functional_call, grad, vmap
 
 from privsynth.errors import PrivacyError
 from privsynth.methods.discrete_learners import DiscreteLearner, LearnerConfig, make_learner
+from privsynth.methods.expert_svt import check_expert_delta
 from privsynth.privacy import accounting as acc
 from privsynth.privacy.ledger import Ledger, LedgerEvent
 from privsynth.privacy.noise import NoiseSource
@@ -128,6 +129,7 @@ def selective_dpsgd(data, release, learner_cfg: LearnerConfig, cfg: SelectiveCon
     returned ledger accounts everything: the release event, if any, and the noisy steps).
 
     ``release.const is None`` means the release was skipped (ε₁ = 0); with ``cfg.p = 1`` this is Algorithm 4.
+    The ledger's total δ = δ₁ + δ₂ must lie below 1/m (m experts = privacy units): refused before training otherwise.
     """
     t0 = time.time()
     m = int(data.n_experts)
@@ -138,6 +140,9 @@ def selective_dpsgd(data, release, learner_cfg: LearnerConfig, cfg: SelectiveCon
     K = int(coins.sum())
     if K > 0 and not (cfg.eps2 > 0 and 0 < cfg.delta2 < 1):
         raise PrivacyError("noisy steps need eps2 > 0 and 0 < delta2 < 1 (set p = 0 for stable-only training)")
+    delta_total = (release.const.delta1 if release.const else 0.0) + (cfg.delta2 if K else 0.0)
+    if delta_total > 0:  # 0: nothing private ran (the non-private baseline, whose ledger the guard refuses anyway)
+        check_expert_delta(delta_total, m, "expert-level DP-SGD (delta1 + delta2)")
     q = b / m
     sigma = cfg.noise_multiplier
     if K > 0 and sigma is None:
@@ -198,7 +203,6 @@ def selective_dpsgd(data, release, learner_cfg: LearnerConfig, cfg: SelectiveCon
 
     if n_noisy != K:  # the ledger must describe what ran
         raise PrivacyError(f"internal: ran {n_noisy} noisy steps but planned {K}")
-    delta_total = (release.const.delta1 if release.const else 0.0) + (cfg.delta2 if K else 0.0)
     ledger = Ledger(unit="expert", accountant=cfg.accountant, delta=delta_total if delta_total > 0 else 1e-12,
                     treated_as_public=["number of experts m (sets q = b/m)", "the coin sequence (data-independent)",
                                        "environment dynamics and rewards (not protected, paper Sec. 3.1)"])
@@ -208,7 +212,7 @@ def selective_dpsgd(data, release, learner_cfg: LearnerConfig, cfg: SelectiveCon
     if not getattr(release, "private", True):
         # the non-private baseline trains on the raw data: ε = ∞, and the guard refuses this ledger
         ledger.append(LedgerEvent.approx_dp("non-private training on the raw sensitive data", epsilon=float("inf"),
-                                            unit="expert"))
+                                            unit="expert", noise="none"))
         ledger.notes.append("NOT DP: the model was trained on the raw sensitive data (epsilon = infinity)")
     if K:
         ledger.append(LedgerEvent.dpsgd("expert-dpsgd", noise_multiplier=sigma, sample_rate=q, steps=K,

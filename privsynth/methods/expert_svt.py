@@ -30,6 +30,11 @@ Randomness: the expert / trajectory draws and all Laplace noise come from a
 :class:`~privsynth.privacy.noise.NoiseSource` (OS entropy unless ``noise_seed`` is given, which marks the event
 not DP), never from a seed someone can read.
 
+δ: the paper ran its experiments at δ = 1/m (m experts = privacy units). privsynth requires δ < 1/N for N privacy
+units (:func:`privsynth.privacy.accounting.check_delta`; a δ = 1/N guarantee allows publishing one unit's data
+outright), so every path that releases or trains on the experts' data refuses a total δ ≥ 1/m
+(:func:`check_expert_delta`) and the default is :func:`default_delta` = 1/(10m).
+
 Everything here is written from the paper's pseudo-code (no public code exists); counts are computed in log space
 (logsumexp over experts of cumulative log-probabilities) to avoid underflow.
 """
@@ -42,18 +47,41 @@ from typing import Any, Protocol
 import numpy as np
 
 from privsynth.errors import InvalidData, PrivacyError
+from privsynth.privacy.accounting import check_delta
 from privsynth.privacy.ledger import Ledger, LedgerEvent
 from privsynth.privacy.noise import NoiseSource
 
 __all__ = [
     "SVTConstants", "svt_constants", "ExpertPolicies", "log_count", "prefix_counts", "prefix_query",
     "DataReleaseConfig", "ReleaseResult", "data_release", "svt_round", "budget_split", "public_horizon",
-    "release_outputs", "APPROX_SAMPLER_CAVEAT",
+    "release_outputs", "APPROX_SAMPLER_CAVEAT", "default_delta", "check_expert_delta",
 ]
 
 APPROX_SAMPLER_CAVEAT = (
     "sampler='trajectory' processes T distinct trajectories of the fixed logged dataset; the (eps1, delta1) analysis "
     "assumes each is a fresh rollout of a uniformly random expert (sampler='expert'), so this guarantee is approximate")
+
+
+# ------------------------------------------------------------------------------------------------ δ
+def default_delta(m: int) -> float:
+    """The default total δ of an expert-level release on m experts: 1/(10m), strictly below 1/m.
+
+    The paper used δ = 1/m; privsynth requires δ < 1/N for N privacy units (here the m experts), since a δ = 1/N
+    guarantee allows publishing one unit's data outright."""
+    m = int(m)
+    if m < 1:
+        raise PrivacyError(f"the number of experts m must be at least 1, got {m}")
+    return 1.0 / (10 * m)
+
+
+def check_expert_delta(delta_total: float, m: int, what: str = "expert-level release") -> float:
+    """Refuse a total δ outside (0, 1/m) for m experts (:func:`privsynth.privacy.accounting.check_delta` with N = m),
+    with one line saying what to do."""
+    try:
+        return check_delta(delta_total, int(m))
+    except PrivacyError as exc:
+        raise PrivacyError(f"{what}: {exc} (the unit is one expert; the paper's delta = 1/m is refused, the default "
+                           f"is 1/(10m) = {default_delta(m):.3g})") from None
 
 
 # ------------------------------------------------------------------------------------------------ constants
@@ -169,10 +197,11 @@ def prefix_query(count: float, noisy_threshold: float, const: SVTConstants, rng:
 # ------------------------------------------------------------------------------------------------ Alg. 2
 @dataclass
 class DataReleaseConfig:
-    """Settings of Algorithm 2 (paper App. B.3: T = 25 for Acrobot/CartPole at ε = 10)."""
+    """Settings of Algorithm 2 (paper App. B.3: T = 25 for Acrobot/CartPole at ε = 10). ``delta1`` must lie below
+    1/m (:func:`data_release` refuses it otherwise); 1/30000 = :func:`default_delta` for the paper's m = 3000."""
 
     eps1: float = 10.0
-    delta1: float = 1.0 / 3000
+    delta1: float = 1.0 / 30000
     n_rounds: int = 25  # T
     sampler: str = "expert"  # "expert": the analysed A₁; "trajectory": the paper's reshuffle (approximate; caveated)
     max_len: int | None = None  # L: public horizon cap; None = the environment's data horizon (public spec)
@@ -226,10 +255,12 @@ def public_horizon(data, cfg: "DataReleaseConfig") -> int:
 def data_release(data, experts: ExpertPolicies, cfg: DataReleaseConfig, *, keep_trace: bool = True) -> ReleaseResult:
     """Algorithm 2 on expert-tagged data (:class:`~privsynth.methods.expert_envs.ExpertData`). Touches sensitive data;
     the returned :meth:`ReleaseResult.ledger_event` is its (ε₁, δ₁) cost. ``cfg.eps1 = 0`` skips the release.
-    ``keep_trace`` keeps the exact counts per round (diagnostics on the sensitive data: never release them)."""
+    ``keep_trace`` keeps the exact counts per round (diagnostics on the sensitive data: never release them).
+    Refuses δ₁ ≥ 1/m (m = ``data.n_experts``) before touching the data."""
     n = len(data)
     if cfg.eps1 == 0:
         return ReleaseResult(None, np.zeros(0, np.int64), np.arange(n), [], sampler=cfg.sampler)
+    check_expert_delta(cfg.delta1, data.n_experts, "expert-svt release (delta1)")
     if cfg.n_rounds > data.n_episodes:
         raise PrivacyError(f"T = {cfg.n_rounds} exceeds the {data.n_episodes} logged trajectories")
     L = public_horizon(data, cfg)

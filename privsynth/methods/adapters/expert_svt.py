@@ -27,8 +27,10 @@ from privsynth.errors import InvalidData
 from privsynth.methods.discrete_learners import LearnerConfig
 from privsynth.methods.expert_dpsgd import SelectiveConfig, selective_dpsgd
 from privsynth.methods.expert_envs import ENV_SPECS, ExpertData, LinearExperts, default_env_returns, get_spec
-from privsynth.methods.expert_svt import DataReleaseConfig, budget_split, data_release
-from privsynth.methods.protocol import MethodAdapter, MethodResult, finish
+from privsynth.methods.expert_svt import (DataReleaseConfig, budget_split, check_expert_delta, data_release,
+                                          default_delta)
+from privsynth.methods.protocol import MethodAdapter, MethodResult, finish, require_sensitive
+from privsynth.privacy.accounting import check_epsilon
 
 __all__ = ["ExpertSVTMethodConfig", "ExpertSVTMethod", "expert_view", "example_dataset"]
 
@@ -38,10 +40,16 @@ P_SELECTIVE = {5.0: 0.8, 7.5: 0.9, 10.0: 0.8}  # paper Table 1 (CartPole CQL)
 
 @dataclass
 class ExpertSVTMethodConfig:
-    """Defaults: the paper's main setting (ε = 10, δ = 1/m for m = 3000 experts, CQL, C = 1, b = 128)."""
+    """Defaults: the paper's main setting (ε = 10, CQL, C = 1, b = 128), except δ.
+
+    δ: the paper used δ = 1/m (m = number of experts, the privacy units; 1/3000 in its experiments). privsynth
+    requires δ < 1/N for N privacy units (:func:`privsynth.privacy.accounting.check_delta`), since a δ = 1/N guarantee
+    allows publishing one unit's data outright, so ``delta = None`` (the default) means 1/(10m) for the actual m of
+    the run (:func:`~privsynth.methods.expert_svt.default_delta`), and an explicit δ ≥ 1/m is refused
+    (PrivacyError) before any data is touched."""
 
     epsilon: float = 10.0
-    delta: float = 1.0 / 3000
+    delta: float | None = None  # total δ; None: 1/(10m), m = number of experts (must be < 1/m)
     split: str = "paper"  # budget split (App. B.3): paper | split | stable | dpsgd
     env: str | None = None  # cartpole | acrobot; None: from info.env_id ("privsynth-<env>")
     n_rounds: int | None = None  # T; None: the paper's T for the nearest listed ε (20 or 25)
@@ -112,12 +120,26 @@ class ExpertSVTMethod(MethodAdapter):
     name = "expert-svt"
     config_class = ExpertSVTMethodConfig
 
+    def run(self, sensitive: OfflineDataset, config: Any = None) -> MethodResult:
+        """As :meth:`MethodAdapter.run`, with ``delta = None`` resolved to 1/(10m) first (m = the number of experts,
+        a public fact read from the experts' query access, not from the data)."""
+        cfg = self.config if config is None else config
+        if isinstance(cfg, ExpertSVTMethodConfig) and cfg.delta is None:
+            require_sensitive(sensitive, self.name)
+            check_epsilon(cfg.epsilon, f"{self.name}: epsilon")  # the protocol's order: the budget before the layout
+            cfg = dataclasses.replace(cfg, delta=default_delta(int(_experts(sensitive, cfg).m)))
+        return super().run(sensitive, cfg)
+
     def _run(self, sensitive: OfflineDataset, cfg: ExpertSVTMethodConfig) -> MethodResult:
         env = cfg.env or (sensitive.info.env_id or "").removeprefix("privsynth-")
         if env not in ENV_SPECS:
             raise InvalidData(f"expert-svt: unknown environment '{env}': set config.env to one of {', '.join(ENV_SPECS)}")
         experts = _experts(sensitive, cfg)
-        data = expert_view(sensitive, env, int(experts.m))
+        m = int(experts.m)
+        delta = default_delta(m) if cfg.delta is None else cfg.delta
+        check_expert_delta(delta, m, "expert-svt config.delta")  # before the data is read
+        cfg = dataclasses.replace(cfg, delta=delta)  # the card's settings show the δ actually used
+        data = expert_view(sensitive, env, m)
         e1, d1, e2, d2 = budget_split(env, cfg.epsilon, cfg.delta, cfg.split)
         p = cfg.p if cfg.p is not None else (0.0 if e2 == 0 else 1.0 if e1 == 0 else _nearest(P_SELECTIVE, cfg.epsilon))
         rounds = cfg.n_rounds or _nearest(T_ROUNDS, cfg.epsilon)
