@@ -30,7 +30,8 @@ def test_bad_input_exits_2(capsys):
 
 
 def test_card(tmp_path, capsys):
-    led = Ledger(unit="trajectory").append(LedgerEvent.gaussian("stats", sigma=3.0, sensitivity=1.0))
+    led = Ledger(unit="trajectory").append(LedgerEvent.gaussian("stats", sigma=3.0, sensitivity=1.0,
+                                                                unit="trajectory", noise="secure"))
     (tmp_path / "privacy_ledger.json").write_text(led.to_json())
     assert main(["privacy", "card", str(tmp_path), "--json"]) == 0
     card = json.loads(capsys.readouterr().out)

@@ -15,20 +15,22 @@ from privsynth.privacy.dpsgd import DPSGDConfig, dp_train
 from privsynth.privacy.guard import check_budget, guarded_write
 from privsynth.privacy.ledger import Ledger, LedgerEvent
 
+TAGS = dict(unit="trajectory", noise="secure")  # every event entering a ledger says its unit and noise source
+
 
 def _ledger(accountant="rdp") -> Ledger:
     led = Ledger(unit="trajectory", accountant=accountant, delta=1e-5, public_data=["pointmaze/open-v0"])
     led.append(LedgerEvent.dpsgd("fine-tune", noise_multiplier=1.0, sample_rate=0.01, steps=500, max_grad_norm=1.0,
-                                 unit="trajectory"))
-    led.append(LedgerEvent.gaussian("normaliser", sigma=4.0, sensitivity=1.0, count=2))
+                                 unit="trajectory", noise="secure"))
+    led.append(LedgerEvent.gaussian("normaliser", sigma=4.0, sensitivity=1.0, count=2, **TAGS))
     return led
 
 
 def test_json_round_trip():
     led = _ledger()
-    led.append(LedgerEvent.zcdp("apvi", rho=0.05))
-    led.append(LedgerEvent.laplace("counts", scale=10.0, sensitivity=1.0))
-    led.append(LedgerEvent.approx_dp("svt", epsilon=0.3, delta=1e-7))
+    led.append(LedgerEvent.zcdp("apvi", rho=0.05, **TAGS))
+    led.append(LedgerEvent.laplace("counts", scale=10.0, sensitivity=1.0, **TAGS))
+    led.append(LedgerEvent.approx_dp("svt", epsilon=0.3, delta=1e-7, **TAGS))
     text = led.to_json()
     json.loads(text)  # plain JSON
     back = Ledger.from_json(text)
@@ -50,8 +52,8 @@ def test_composition_matches_dp_accounting():
 
 def test_mixed_composition_rules():
     led = _ledger("pld")
-    led.append(LedgerEvent.zcdp("apvi", rho=0.02))  # PLD cannot take zCDP: RDP group
-    led.append(LedgerEvent.approx_dp("svt", epsilon=0.5, delta=1e-6))  # basic composition
+    led.append(LedgerEvent.zcdp("apvi", rho=0.02, **TAGS))  # PLD cannot take zCDP: RDP group
+    led.append(LedgerEvent.approx_dp("svt", epsilon=0.5, delta=1e-6, **TAGS))  # basic composition
     eps, rule = led.compose()
     assert "pld" in rule and "rdp" in rule and "basic" in rule
     share = (1e-5 - 1e-6) / 2
@@ -78,7 +80,7 @@ def test_unit_mismatch_is_refused():
     led = Ledger(unit="transition")
     with pytest.raises(PrivacyError):
         led.append(LedgerEvent.dpsgd("x", noise_multiplier=1.0, sample_rate=0.1, steps=10, max_grad_norm=1.0,
-                                     unit="trajectory"))
+                                     unit="trajectory", noise="secure"))
 
 
 def test_guard_refuses_over_budget_and_writes_nothing(tmp_path):

@@ -145,13 +145,13 @@ def test_cells_refuse_sensitive_data_as_public():
     from types import SimpleNamespace
 
     from conftest import make_toy_dataset
-    from privsynth.errors import InvalidData
+    from privsynth.errors import PrivacyError
     from privsynth.evaluation.cells import _public
 
     data = {"pub": make_toy_dataset(seed=1, name="pub"), "sens": make_toy_dataset(seed=2, name="sens").mark_sensitive(True)}
     ctx = SimpleNamespace(dataset=data.__getitem__)
     assert len(_public({"data": {"public": ["pub"], "sensitive": "sens"}}, ctx)) == 1
-    with pytest.raises(InvalidData, match="both public and sensitive"):
+    with pytest.raises(PrivacyError, match="both public and sensitive"):
         _public({"data": {"public": ["pub", "sens"], "sensitive": "sens"}}, ctx)
-    with pytest.raises(InvalidData, match="marked sensitive"):
+    with pytest.raises(PrivacyError, match="marked sensitive"):
         _public({"data": {"public": "sens"}}, ctx)

@@ -205,3 +205,29 @@ def test_accounting_matches_ledger_composition(public, sensitive):
     h = synth.history[-1]
     eps = acc.events_epsilon([acc.dpsgd_event(h["noise_multiplier"], h["sample_rate"], h["steps"])], 1e-3, "rdp")
     assert eps == pytest.approx(h["epsilon"], rel=1e-6)
+
+
+def test_failed_finetune_leaves_weights_ema_and_ledger_as_before(public, sensitive, monkeypatch):
+    """As for transitions (test_finetune_rollback.py): an error after some DP-SGD steps moved the EMA (what is sampled
+    and released) rolls everything back, so no unaccounted step survives."""
+    cfg = _cfg()
+    cfg.finetune.ema_every = 1
+    synth = TrajectorySynthesizer(cfg).pretrain(public, progress=False)
+    before = ({k: v.clone() for k, v in synth.model.state_dict().items()},
+              {k: v.clone() for k, v in synth.ema.shadow.state_dict().items()}, len(synth.history))
+    real_step, calls = synth.ema.step, []
+
+    def step(model):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(1)
+        real_step(model)
+
+    monkeypatch.setattr(synth.ema, "step", step)
+    with pytest.raises(KeyboardInterrupt):
+        synth.finetune(sensitive, epsilon=4.0, delta=1e-3, progress=False)
+    assert len(calls) == 2 and synth.ledger is None and len(synth.history) == before[2]
+    for k, v in synth.model.state_dict().items():
+        assert torch.equal(v, before[0][k]), k
+    for k, v in synth.ema.shadow.state_dict().items():
+        assert torch.equal(v, before[1][k]), k

@@ -24,7 +24,7 @@ import resource
 import time
 from typing import Any
 
-from privsynth.errors import InvalidData
+from privsynth.errors import InvalidData, PrivacyError
 from privsynth.evaluation.bench.context import CellContext
 from privsynth.evaluation.bench.registry import register_cell, register_group
 from privsynth.evaluation.bench.sources import load_dataset_file, save_dataset
@@ -84,11 +84,11 @@ def _public(params: dict[str, Any], ctx: CellContext) -> list:
     names = params["data"]["public"]
     names = [names] if isinstance(names, str) else list(names)
     if params["data"].get("sensitive") in names:
-        raise InvalidData(f"dataset '{params['data']['sensitive']}' cannot be both public and sensitive")
+        raise PrivacyError(f"dataset '{params['data']['sensitive']}' cannot be both public and sensitive")
     datasets = [ctx.dataset(n) for n in names]
     for name, ds in zip(names, datasets):
         if ds.info.sensitive:
-            raise InvalidData(f"dataset '{name}' is marked sensitive and cannot be used as public data")
+            raise PrivacyError(f"dataset '{name}' is marked sensitive and cannot be used as public data")
     return datasets
 
 

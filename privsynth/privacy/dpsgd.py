@@ -264,7 +264,7 @@ def dp_train(
         calibrated=calibrated,
         noise=source.kind,
     ) if sigma > 0 else LedgerEvent.approx_dp(
-        description, epsilon=math.inf, delta=0.0, unit=cfg.unit, note="noise disabled: not private"
+        description, epsilon=math.inf, delta=0.0, unit=cfg.unit, note="noise disabled: not private", noise="none"
     )
     return DPTrainResult(
         event=event,

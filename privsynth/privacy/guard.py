@@ -28,13 +28,15 @@ def check_budget(ledger: Ledger, epsilon_budget: float, delta: float | None = No
 
     Also refuses a ledger that is not evidence of a DP release: an empty one (everything privsynth releases was
     trained on sensitive data, so an empty ledger means the accounting is missing, not that nothing was spent), and
-    one whose noise came from a recorded seed (:data:`privsynth.privacy.noise.NOT_DP_NOTE`).
+    one whose noise came from a recorded seed (:data:`privsynth.privacy.noise.NOT_DP_NOTE`) or whose events do not say
+    where their noise came from (fails closed: :attr:`Ledger.reproducible_noise`).
     """
     acc.check_epsilon(epsilon_budget, "epsilon budget")
     if ledger is None or not ledger.events:
         raise PrivacyError("refusing to release: the ledger records no DP mechanism (empty ledger)")
     if ledger.reproducible_noise:
-        raise PrivacyError("refusing to release: the privacy noise was drawn from a recorded seed (not DP: noise reproducible)")
+        raise PrivacyError("refusing to release: the privacy noise was drawn from a recorded seed, or its source is not "
+                           "recorded (not DP: noise reproducible or untagged)")
     if delta is not None and delta < ledger.delta:
         raise PrivacyError(f"the budget's delta {delta:g} is below the ledger's delta {ledger.delta:g}")
     spent, rule = ledger.compose(delta)

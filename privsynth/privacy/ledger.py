@@ -16,157 +16,20 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-import attr
-import dp_accounting as dpa
-
 from privsynth.errors import PrivacyError
 from privsynth.privacy import accounting as acc
+from privsynth.privacy.events import (  # events live in their own module; re-exported here, where callers look
+    NO_NOISE,
+    NOISE_TAGS,
+    UNITS,
+    UNTAGGED_NOTE,
+    LedgerEvent,
+    _jsonable,
+    event_from_dict,
+    event_to_dict,
+)
 
-__all__ = ["LedgerEvent", "Ledger", "event_to_dict", "event_from_dict", "UNITS"]
-
-UNITS = {
-    "transition": "add/remove one transition",
-    "trajectory": "add/remove one trajectory (all of its transitions)",
-    "expert": "add/remove one expert (behaviour policy) with all of its trajectories",
-}
-
-
-# --------------------------------------------------------------------------------------------- DpEvent <-> JSON
-def event_to_dict(event: dpa.DpEvent) -> dict[str, Any]:
-    """A JSON-able dict of a dp-accounting event (recursive)."""
-    out: dict[str, Any] = {"type": type(event).__name__}
-    for f in attr.fields(type(event)):
-        value = getattr(event, f.name)
-        if attr.has(type(value)):
-            value = event_to_dict(value)
-        elif isinstance(value, (list, tuple)):
-            value = [event_to_dict(v) if attr.has(type(v)) else v for v in value]
-        elif hasattr(value, "name") and hasattr(value, "value"):  # enums
-            value = {"enum": type(value).__name__, "name": value.name}
-        out[f.name] = value
-    return out
-
-
-def event_from_dict(data: dict[str, Any]) -> dpa.DpEvent:
-    """Inverse of :func:`event_to_dict`."""
-    data = dict(data)
-    cls = getattr(dpa, data.pop("type"), None)
-    if cls is None or not (isinstance(cls, type) and issubclass(cls, dpa.DpEvent)):
-        raise PrivacyError("ledger holds an unknown DP event type")
-    kwargs = {}
-    for name, value in data.items():
-        if isinstance(value, dict) and "type" in value:
-            value = event_from_dict(value)
-        elif isinstance(value, dict) and "enum" in value:
-            enum_cls = getattr(dpa, value["enum"], None) or getattr(
-                __import__("dp_accounting.dp_event", fromlist=[value["enum"]]), value["enum"]
-            )
-            value = enum_cls[value["name"]]
-        elif isinstance(value, list):
-            value = [event_from_dict(v) if isinstance(v, dict) and "type" in v else v for v in value]
-        kwargs[name] = value
-    return cls(**kwargs)
-
-
-# ----------------------------------------------------------------------------------------------------------- event
-@dataclass
-class LedgerEvent:
-    """One accounted release of information about the sensitive data.
-
-    ``mechanism`` is one of ``dpsgd``, ``gaussian``, ``laplace``, ``zcdp``, ``approx_dp``. ``dp_event`` is the
-    dp-accounting event (None for ``approx_dp``, which carries ``epsilon``/``delta`` instead). ``params`` holds what the
-    card shows (σ, clip norm, sample rate, steps, unit, spent ε, ...).
-    """
-
-    name: str
-    mechanism: str
-    dp_event: dpa.DpEvent | None = None
-    epsilon: float | None = None  # only for (ε, δ)-only events
-    delta: float = 0.0  # only for (ε, δ)-only events
-    params: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.dp_event is None:
-            if self.epsilon is None or not self.epsilon >= 0:
-                raise PrivacyError(f"ledger event '{self.name}' needs either a DP event or an epsilon >= 0")
-            if not 0 <= self.delta < 1:
-                raise PrivacyError(f"ledger event '{self.name}' has delta {self.delta} outside [0, 1)")
-
-    # constructors for the mechanisms privsynth knows
-    @classmethod
-    def dpsgd(
-        cls, name: str, *, noise_multiplier: float, sample_rate: float, steps: int, max_grad_norm: float, **params: Any
-    ) -> "LedgerEvent":
-        return cls(
-            name=name,
-            mechanism="dpsgd",
-            dp_event=acc.dpsgd_event(noise_multiplier, sample_rate, steps),
-            params=dict(
-                noise_multiplier=float(noise_multiplier),
-                sample_rate=float(sample_rate),
-                steps=int(steps),
-                max_grad_norm=float(max_grad_norm),
-                **params,
-            ),
-        )
-
-    @classmethod
-    def gaussian(cls, name: str, *, sigma: float, sensitivity: float, count: int = 1, **params: Any) -> "LedgerEvent":
-        """``count`` Gaussian mechanisms with noise std ``sigma`` on statistics of L2 ``sensitivity``."""
-        ev: dpa.DpEvent = dpa.GaussianDpEvent(float(sigma) / float(sensitivity))
-        if count != 1:
-            ev = dpa.SelfComposedDpEvent(ev, int(count))
-        return cls(name, "gaussian", ev, params=dict(sigma=float(sigma), sensitivity=float(sensitivity), count=count, **params))
-
-    @classmethod
-    def laplace(cls, name: str, *, scale: float, sensitivity: float, count: int = 1, **params: Any) -> "LedgerEvent":
-        """``count`` Laplace mechanisms of scale ``scale`` on statistics of L1 ``sensitivity``."""
-        ev: dpa.DpEvent = dpa.LaplaceDpEvent(float(scale) / float(sensitivity))
-        if count != 1:
-            ev = dpa.SelfComposedDpEvent(ev, int(count))
-        return cls(name, "laplace", ev, params=dict(scale=float(scale), sensitivity=float(sensitivity), count=count, **params))
-
-    @classmethod
-    def zcdp(cls, name: str, *, rho: float, xi: float = 0.0, **params: Any) -> "LedgerEvent":
-        """A (ξ, ρ)-zCDP release (e.g. DP-APVI / DP-VAPVI statistics)."""
-        return cls(name, "zcdp", dpa.ZCDpEvent(float(rho), float(xi)), params=dict(rho=float(rho), xi=float(xi), **params))
-
-    @classmethod
-    def approx_dp(cls, name: str, *, epsilon: float, delta: float = 0.0, **params: Any) -> "LedgerEvent":
-        """A mechanism known only as (ε, δ)-DP (sparse vector, Dirichlet sampling, ...): composed by summing."""
-        return cls(name, "approx_dp", None, epsilon=float(epsilon), delta=float(delta), params=dict(params))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "mechanism": self.mechanism,
-            "dp_event": event_to_dict(self.dp_event) if self.dp_event is not None else None,
-            "epsilon": self.epsilon,
-            "delta": self.delta,
-            "params": _jsonable(self.params),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "LedgerEvent":
-        ev = data.get("dp_event")
-        return cls(
-            name=data["name"],
-            mechanism=data["mechanism"],
-            dp_event=event_from_dict(ev) if ev is not None else None,
-            epsilon=data.get("epsilon"),
-            delta=float(data.get("delta", 0.0)),
-            params=dict(data.get("params", {})),
-        )
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if hasattr(obj, "item") and callable(obj.item):  # numpy / torch scalars
-        return obj.item()
-    return obj
+__all__ = ["LedgerEvent", "Ledger", "event_to_dict", "event_from_dict", "UNITS", "NO_NOISE", "NOISE_TAGS"]
 
 
 # ----------------------------------------------------------------------------------------------------------- ledger
@@ -196,13 +59,18 @@ class Ledger:
         acc.check_delta(self.delta)
         if self.neighbouring is None:
             self.neighbouring = UNITS[self.unit]
+        for ev in self.events:  # events passed to the constructor enter the ledger too
+            self._check_event(ev)
 
-    def append(self, event: LedgerEvent) -> "Ledger":
+    def _check_event(self, event: LedgerEvent) -> None:
         if not isinstance(event, LedgerEvent):
             raise TypeError("Ledger.append expects a LedgerEvent")
-        ev_unit = event.params.get("unit")
-        if ev_unit is not None and ev_unit != self.unit:
-            raise PrivacyError(f"event '{event.name}' protects a {ev_unit} but the ledger's unit is {self.unit}")
+        event.check_tags(self.unit)
+
+    def append(self, event: LedgerEvent) -> "Ledger":
+        """Add an event; it must carry its noise-source tag and the ledger's privacy unit
+        (:meth:`LedgerEvent.check_tags`)."""
+        self._check_event(event)
         self.events.append(event)
         return self
 
@@ -258,15 +126,23 @@ class Ledger:
 
     @property
     def reproducible_noise(self) -> bool:
-        """True if any event's noise came from a recorded seed (:mod:`privsynth.privacy.noise`): then nothing is DP."""
-        from privsynth.privacy.noise import REPRODUCIBLE
+        """True if any event's noise is not known to be secure: it came from a recorded seed
+        (:mod:`privsynth.privacy.noise`), or the event has no or an unknown noise tag (ledgers written before the tag
+        existed, or hand-made events). Then nothing is DP, the card says so and the guard refuses the ledger. Fails
+        closed: only ``secure`` (and ``none`` on an ε = ∞ event, which is not private anyway) passes."""
+        return any(not ev.noise_accounted for ev in self.events)
 
-        return any(ev.params.get("noise") == REPRODUCIBLE for ev in self.events)
+    @property
+    def untagged_events(self) -> list[str]:
+        """Names of the events whose noise is neither secure nor reproducible, and not the 'none' of an ε = ∞ event:
+        tag missing or unknown (only possible for ledgers read from disk)."""
+        return [ev.name for ev in self.events if not ev.noise_accounted and ev.noise != "reproducible"]
 
     @property
     def private(self) -> bool:
-        """True if the ledger describes a DP release: at least one event, all noise secure, finite ε."""
-        return bool(self.events) and not self.reproducible_noise and all(
+        """True if the ledger describes a DP release: at least one event, every event's noise tagged secure,
+        finite ε."""
+        return bool(self.events) and all(ev.secure_noise for ev in self.events) and all(
             ev.dp_event is not None or (ev.epsilon is not None and ev.epsilon < float("inf")) for ev in self.events
         )
 
@@ -289,6 +165,8 @@ class Ledger:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Ledger":
+        """Read a ledger back. Events are not re-checked (:meth:`append`), so ledgers written before every event
+        carried a noise tag still load; such an event makes the ledger not private (:attr:`reproducible_noise`)."""
         fields = {f.name for f in dataclasses.fields(cls)} - {"events"}
         ledger = cls(**{k: v for k, v in data.items() if k in fields})
         ledger.events = [LedgerEvent.from_dict(ev) for ev in data.get("events", [])]
@@ -333,10 +211,15 @@ class Ledger:
                 card[key] = p.get(key)
         notes = list(self.notes)
         if self.reproducible_noise:
-            from privsynth.privacy.noise import NOT_DP_NOTE
+            from privsynth.privacy.noise import NOT_DP_NOTE, REPRODUCIBLE
 
-            card["not_dp"] = NOT_DP_NOTE
-            notes.insert(0, NOT_DP_NOTE)
+            untagged = self.untagged_events
+            if not any(ev.noise == REPRODUCIBLE for ev in self.events):
+                note = UNTAGGED_NOTE.format(events=", ".join(f"'{n}'" for n in untagged))
+            else:
+                note = NOT_DP_NOTE
+            card["not_dp"] = note
+            notes.insert(0, note)
         if notes:
             card["notes"] = notes
         return card

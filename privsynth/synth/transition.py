@@ -55,6 +55,7 @@ from privsynth.synth.edm import EDM
 from privsynth.synth.ema import EMA
 from privsynth.synth.next_state import fit_public_normalizer
 from privsynth.synth.plain_training import train_plain
+from privsynth.synth.rollback import FinetuneSnapshot
 from privsynth.synth.sampling import sample_dpm, sample_rows
 
 __all__ = ["TransitionSynthesizer", "UnitLoss", "FORMAT"]
@@ -331,7 +332,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
         if not cfg.private:
             self._train_plain(x, tc, phase="finetune", curiosity=cfg.finetune_curiosity, progress=progress)
             self.nonprivate_finetunes += 1
-            self.history[-1].update({"dataset": sensitive.info.name, "unit": unit, "trainable": "all"})
+            self.history[-1].update({"unit": unit, "trainable": "all"})
             return self
         from privsynth.privacy.dpsgd import DPSGDConfig, dp_train
 
@@ -352,7 +353,6 @@ class TransitionSynthesizer(NetworkSynthesizer):
         n_units = items[0].shape[0]
         batch = min(batch, n_units)  # q = B / N <= 1 (N is treated as public, as the card says)
         refresh = cfg.curiosity.refresh_every or max(1, n_units // max(batch, 1))
-        self.ema.reset(self.model, decay=tc.ema_decay, every=tc.ema_every)
         losses: list[float] = []
 
         def on_step(step: int, loss: float) -> None:
@@ -375,23 +375,30 @@ class TransitionSynthesizer(NetworkSynthesizer):
             noise_seed=cfg.noise_seed,  # None: masks and noise from OS entropy, never from cfg.seed
         )
         t0, c0 = time.perf_counter(), time.process_time()
-        self.model.train()
-        net = self.model.net  # partial fine-tuning keeps pre-trained weights (none in the no-pre-training ablation)
-        trainable, frozen = self._freeze_except(net, dpc.trainable, head=(net.blocks[-1], net.out_norm, net.out))
+        # From the EMA restart to the ledger append, any exception (an error, Ctrl-C, a refused ledger event) puts the
+        # weights, the EMA and the ledger back as they were: no unaccounted DP-SGD step survives, in the EMA either.
+        snapshot = FinetuneSnapshot(self)
+        frozen: list[Any] = []
         try:
+            self.ema.reset(self.model, decay=tc.ema_decay, every=tc.ema_every)
+            self.model.train()
+            net = self.model.net  # partial fine-tuning keeps pre-trained weights (none in the no-pre-training ablation)
+            trainable, frozen = self._freeze_except(net, dpc.trainable, head=(net.blocks[-1], net.out_norm, net.out))
             result = self._dp_train(dp_train, loss_module, items, dp_cfg, tc, on_step, progress, epsilon, unit)
+            self._open_ledger(unit, dpc.accountant, float(delta)).append(result.event)
+        except BaseException:
+            snapshot.restore()
+            raise
         finally:
             for p in frozen:
                 p.requires_grad_(True)
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
-        self._open_ledger(unit, dpc.accountant, float(delta)).append(result.event)
         self.last_finetune_loss = float(np.mean(losses[-50:])) if losses else None
         epochs_done = result.steps * result.sample_rate
         self.history.append(
             {
                 "phase": "finetune",
                 "private": True,
-                "dataset": sensitive.info.name,
                 "unit": unit,
                 "units": n_units,
                 "steps": result.steps,

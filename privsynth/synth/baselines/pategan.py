@@ -12,7 +12,8 @@ one transition sits in one teacher's part, so it moves n₁ by at most one (L2 s
 are T Gaussian mechanisms composed under RDP (the GNMax aggregator of Papernot et al. 2018, data-independent
 analysis); σ is calibrated so that the ``queries`` of the run spend exactly ε at δ. The vote noise is drawn from the
 NoiseSource (OS entropy), never from ``config.seed``, which only drives non-private randomness (initialisation,
-generated rows, teacher mini-batches). The student regresses the noisy
+generated rows, teacher mini-batches: one independent stream per teacher, :func:`teacher_generators`, so teacher
+k's training depends only on its own part). The student regresses the noisy
 vote share (unclipped, so unbiased) over a pool of all labelled rows; reusing labels is post-processing. This
 departs from the paper's Laplace noisy-argmax with a data-dependent moments accountant, whose reported ε is itself
 a function of the data and cannot be released without smooth sensitivity; ours is the honest, weaker version.
@@ -49,7 +50,8 @@ from privsynth.privacy.noise import NoiseSource
 from privsynth.synth.baselines.common import BaselineSynthesizer, as_list, check_budget_args, public_matrix
 from privsynth.synth.checkpoint import atomic_torch_save, load_weights_only
 
-__all__ = ["PATEGANConfig", "PATEGANSynthesizer", "PrePATEGANSynthesizer", "teacher_assignment", "teacher_parts"]
+__all__ = ["PATEGANConfig", "PATEGANSynthesizer", "PrePATEGANSynthesizer", "teacher_assignment", "teacher_parts",
+           "teacher_generators"]
 
 
 def teacher_assignment(rows: np.ndarray, teachers: int, key: bytes) -> np.ndarray:
@@ -75,6 +77,21 @@ def teacher_parts(rows: np.ndarray, teachers: int, key: bytes) -> list[torch.Ten
     return parts
 
 
+_TEACHER_STREAM = 0x7EAC4E5  # domain tag separating the teachers' streams from other uses of config.seed
+
+
+def teacher_generators(seed: int, teachers: int) -> list[torch.Generator]:
+    """One mini-batch generator per teacher, spawned independently from ``seed`` (non-private randomness).
+
+    Teacher k's stream is child k of ``SeedSequence([seed, tag])``: it depends on neither the other teachers' parts
+    nor how many draws they took (nor on the number of teachers), so teacher k's training is a function of its own
+    part (and of public, already-released quantities) only. A generator shared by all teachers broke this: a teacher
+    with an empty part skipped its draw, so one added record filling that part shifted every later teacher's
+    mini-batches and moved the vote histogram by more than the one vote the accounting assumes."""
+    children = np.random.SeedSequence([int(seed), _TEACHER_STREAM]).spawn(int(teachers))
+    return [torch.Generator().manual_seed(int(ss.generate_state(1, np.uint64)[0] >> 1)) for ss in children]
+
+
 @dataclass
 class PATEGANConfig:
     generator_layers: int = 3  # appendix E
@@ -89,7 +106,8 @@ class PATEGANConfig:
     student_steps: int = 5
     lr: float = 1e-3  # Adam; the PATE-GAN code uses 1e-4 with far more steps, 1e-3 trains at CPU scale
     pretrain_steps: int = 0  # PrePATE-GAN: non-private GAN steps on public data (0 = plain PATE-GAN)
-    seed: int = 0  # non-private randomness only (init, generated rows, teacher batches); never the vote noise
+    seed: int = 0  # non-private randomness only (init, generated rows, teacher batches: one stream per teacher,
+    # teacher_generators); never the vote noise
     noise_seed: int | None = None  # None: vote noise and partition key from OS entropy; an int: NOT DP (tests only)
 
     def __post_init__(self) -> None:
@@ -200,7 +218,8 @@ class PATEGANSynthesizer(BaselineSynthesizer):
         total_queries = per_iter * c.iterations
         sigma = acc.calibrate_gaussian_multiplier(epsilon, delta, total_queries, "rdp")
 
-        gen = torch.Generator().manual_seed(c.seed + 1)  # non-private randomness
+        gen = torch.Generator().manual_seed(c.seed + 1)  # non-private randomness (generated rows, student batches)
+        teacher_gens = teacher_generators(c.seed, c.teachers)  # teacher k's mini-batches: its own stream only
         source = NoiseSource(c.noise_seed)
         noise_gen = source.torch_generator()  # the vote noise: OS entropy unless noise_seed is set (then NOT DP)
         raw = sensitive.transition_matrix()
@@ -225,10 +244,10 @@ class PATEGANSynthesizer(BaselineSynthesizer):
             # 1. teachers: their part of the real data against fresh generated rows
             with torch.no_grad():
                 fake = self.generator(self._noise(c.batch_size * c.teachers, gen)).chunk(c.teachers)
-            for teacher, opt, part, f in zip(teachers, t_opts, parts, fake):
-                if len(part) == 0:  # an empty part (possible, unlikely): this teacher sees no real rows this round
-                    continue
-                real = x[part[torch.randint(len(part), (c.batch_size,), generator=gen)]]
+            for teacher, opt, part, f, t_gen in zip(teachers, t_opts, parts, fake, teacher_gens):
+                if len(part) == 0:  # an empty part (possible, unlikely): this teacher sees no real rows this round;
+                    continue  # skipping touches only this teacher's own generator, never another teacher's batches
+                real = x[part[torch.randint(len(part), (c.batch_size,), generator=t_gen)]]
                 logits = teacher(torch.cat([real, f]))
                 target = torch.cat([torch.ones(len(real), 1), torch.zeros(len(f), 1)])
                 opt.zero_grad()

@@ -50,6 +50,7 @@ from privsynth.synth.checkpoint import read_checkpoint
 from privsynth.synth.base import NetworkSynthesizer, Unit
 from privsynth.synth.curiosity import RND, CuriosityMixer
 from privsynth.synth.ema import EMA
+from privsynth.synth.rollback import FinetuneSnapshot
 from privsynth.synth.next_state import fit_public_normalizer
 from privsynth.synth.plain_training import train_plain
 from privsynth.synth.trajectory.config import (
@@ -348,7 +349,6 @@ class TrajectorySynthesizer(NetworkSynthesizer):
         items = self.trajectory_items(sensitive)
         n_units = items[0].shape[0]
         loss_module = TrajectoryLoss(self.model, dpc.fragments_per_trajectory)
-        self.ema.reset(self.model, decay=tc.ema_decay, every=tc.ema_every)
         losses: list[float] = []
 
         def on_step(step: int, loss: float) -> None:
@@ -363,19 +363,27 @@ class TrajectorySynthesizer(NetworkSynthesizer):
         )
         t0 = time.perf_counter()
         torch.manual_seed(cfg.seed + 7)  # fragment picks and diffusion σ inside the loss (not privacy noise)
-        trainable, frozen = self._freeze_except(self.model, dpc.trainable)
+        # From the EMA restart to the ledger append, any exception (an error, Ctrl-C, a refused ledger event) puts the
+        # weights, the EMA and the ledger back as they were: no unaccounted DP-SGD step survives, in the EMA either.
+        snapshot = FinetuneSnapshot(self)
+        frozen: list[Any] = []
         try:
+            self.ema.reset(self.model, decay=tc.ema_decay, every=tc.ema_every)
+            trainable, frozen = self._freeze_except(self.model, dpc.trainable)
             result = dp_train(
                 loss_module, items, dp_cfg,
                 make_optimizer=lambda ps: torch.optim.AdamW(ps, lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay),
                 on_step=on_step, progress=progress,
                 description=f"{self.name} DP fine-tune (eps={epsilon:g}, unit=trajectory)",
             )
+            ledger = self._open_ledger("trajectory", dpc.accountant, float(delta))
+            ledger.append(result.event)
+        except BaseException:
+            snapshot.restore()
+            raise
         finally:
             for p in frozen:
                 p.requires_grad_(True)
-        ledger = self._open_ledger("trajectory", dpc.accountant, float(delta))
-        ledger.append(result.event)
         note = (f"trajectories longer than {cap} transitions ({cap_source}, a public bound) are truncated to their "
                 f"first {cap} before DP fine-tuning")
         if note not in ledger.notes:
