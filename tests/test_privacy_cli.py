@@ -36,3 +36,20 @@ def test_card(tmp_path, capsys):
     assert main(["privacy", "card", str(tmp_path), "--json"]) == 0
     card = json.loads(capsys.readouterr().out)
     assert card["unit"] == "trajectory" and card["epsilon"] == pytest.approx(led.epsilon())
+
+
+def test_card_of_a_minari_dataset_folder(capsys):
+    """`privacy card` takes the folder a release was written to (as its help says), not only its id."""
+    from conftest import make_toy_dataset
+    from privsynth.data import minari_io
+
+    ds = make_toy_dataset()
+    ds.info.privacy_card = {"epsilon": 4.0, "delta": 1e-5, "unit": "trajectory"}
+    minari_io.write_dataset(ds, "carded-dir")
+    folder = minari_io.target_path("carded-dir")
+    assert main(["privacy", "card", str(folder), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == ds.info.privacy_card
+    assert main(["privacy", "card", str(folder)]) == 0 and "(4, 1e-05)-DP" in capsys.readouterr().out
+    minari_io.write_dataset(make_toy_dataset(), "plain-dir")
+    assert main(["privacy", "card", str(minari_io.target_path("plain-dir"))]) == 2
+    assert "carries no privacy card" in capsys.readouterr().err

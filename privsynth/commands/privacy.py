@@ -48,8 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     audit.set_defaults(func=_audit)
 
     card = sub.add_parser("card", help="print the privacy card of a released dataset, a ledger JSON file or a directory")
-    card.add_argument("ledger", help="a released dataset id (e.g. privsynth/umaze-synthetic-v0), privacy_ledger.json, "
-                                     "or a released directory that contains it")
+    card.add_argument("ledger", help="a released dataset id (e.g. privsynth/umaze-synthetic-v0), its Minari folder, "
+                                     "privacy_ledger.json, or a released directory that contains it")
     card.add_argument("--json", action="store_true", help="print the card as JSON instead of markdown")
     card.set_defaults(func=_card)
 
@@ -118,10 +118,15 @@ def _card(args: argparse.Namespace) -> int:
     path = Path(args.ledger)
     if not path.exists():
         return _dataset_card(args)
+    if path.is_dir() and not (path / LEDGER_FILE).is_file() and (path / "data" / "metadata.json").is_file():
+        from privsynth.data import minari_io  # a Minari dataset folder: the card in its metadata
+
+        return _print_dataset_card(str(path), minari_io.read_card_at(path), args.json)
     if path.is_dir():
         path = path / LEDGER_FILE
     if not path.is_file():
-        raise PrivacyError(f"no ledger at {path}")
+        raise PrivacyError(f"no ledger at {path} (pass a ledger file, a folder holding {LEDGER_FILE}, a Minari "
+                           "dataset folder or a local dataset id)")
     ledger = Ledger.from_json(path.read_text())
     print(json.dumps(ledger.card(), indent=2) if args.json else ledger.render_markdown())
     return 0
@@ -131,16 +136,22 @@ def _dataset_card(args: argparse.Namespace) -> int:
     """The card a released dataset carries in its Minari metadata (``privsynth privacy card DATASET_ID``)."""
     from privsynth.data import minari_io
     from privsynth.errors import DatasetNotFound, InvalidData
-    from privsynth.privacy.ledger import Ledger
 
     try:
         full = minari_io.resolve_id(args.ledger)
     except (DatasetNotFound, InvalidData):
         raise PrivacyError(f"'{args.ledger}' is neither a local dataset id nor a ledger file or directory") from None
-    card = minari_io.read_card(full)
+    return _print_dataset_card(full, minari_io.read_card(full), args.json)
+
+
+def _print_dataset_card(full: str, card: dict | None, as_json: bool) -> int:
+    """Print a released dataset's card (markdown, or JSON with ``as_json``)."""
+    from privsynth.data import minari_io
+    from privsynth.privacy.ledger import Ledger
+
     if card is None:
         raise PrivacyError(f"dataset '{full}' carries no privacy card (it is not a DP release)")
-    if args.json:
+    if as_json:
         print(json.dumps(card, indent=2, default=str))
         return 0
     print(f"# {full}\n")

@@ -86,6 +86,7 @@ __all__ = [
     "minari_episode_bounds",
     "card_summary",
     "read_card",
+    "read_card_at",
     "read_info",
     "CARD_KEY",
 ]
@@ -247,11 +248,18 @@ def read_card(dataset_id: str) -> dict[str, Any] | None:
     """The privacy card of a local dataset (None if it has none), read from ``metadata.json`` alone."""
     from minari.dataset.minari_storage import MinariStorage
 
-    full = resolve_id(dataset_id)
+    return read_card_at(_root() / resolve_id(dataset_id))
+
+
+def read_card_at(dataset_dir: str | Path) -> dict[str, Any] | None:
+    """The privacy card of the Minari dataset stored in ``dataset_dir`` (the folder holding ``data/``), from its
+    ``metadata.json`` alone; None if it has none."""
+    from minari.dataset.minari_storage import MinariStorage
+
     try:
-        meta = MinariStorage.read_raw_metadata(_root() / full / "data")
+        meta = MinariStorage.read_raw_metadata(Path(dataset_dir) / "data")
     except ValueError as exc:
-        raise InvalidData(f"cannot read dataset '{full}': {exc}") from None
+        raise InvalidData(f"cannot read the dataset in {dataset_dir}: {exc}") from None
     return _card_of(meta)
 
 
