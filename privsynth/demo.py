@@ -310,9 +310,10 @@ def _run(cfg: DemoConfig, threads: int, progress: bool, log: Callable[[str], Non
 
     log("1/5 data: public and sensitive PointMaze sets (generated locally)")
     with clock.stage("data"):
+        # public sets are named by their store id, so the card's public_data says where to find them
         jobs = [(f"privsynth/demo-public-{maze}{suffix}-v0",
                  PointMazeConfig(maze=maze, steps=cfg.public_steps, seed=cfg.seed + 1 + i, dense=cfg.dense,
-                                 ref_episodes=cfg.ref_episodes))
+                                 ref_episodes=cfg.ref_episodes, name=f"privsynth/demo-public-{maze}{suffix}-v0"))
                 for i, maze in enumerate(cfg.public_mazes)]
         jobs.append((f"privsynth/demo-sensitive-{cfg.sensitive_maze}{suffix}-v0",
                      PointMazeConfig(maze=cfg.sensitive_maze, steps=cfg.sensitive_steps, seed=cfg.seed,
