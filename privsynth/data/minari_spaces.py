@@ -4,9 +4,14 @@ A dataset's flat columns are checked against, and stored in, the spaces of its r
 (docs/DESIGN.md invariant 8): Dict observations are un-flattened by ``DatasetInfo.obs_keys`` (keys the environment
 derives from others, such as PointMaze's ``achieved_goal``, are rebuilt) and cast to the space's dtypes. Without a
 registered environment both are flat float32 ``Box`` spaces.
+
+An ``env_id`` gymnasium does not know is skipped here like a missing one (stored datasets may name environments
+this machine lacks), so imports call :func:`check_env_id` first: a dataset written with an unknown id would carry no
+environment spec (plain Minari's ``recover_environment()`` fails) and no check or clipping would apply.
 """
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import warnings
@@ -19,7 +24,7 @@ import numpy as np
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.errors import InvalidData, SpaceMismatch
 
-__all__ = ["env_spaces", "check_env_spaces", "obs_writer", "action_space", "jsonable"]
+__all__ = ["env_spaces", "check_env_id", "check_env_spaces", "obs_writer", "action_space", "jsonable"]
 
 
 def jsonable(obj: Any) -> Any:
@@ -41,6 +46,27 @@ def jsonable(obj: Any) -> Any:
     except (TypeError, ValueError) as exc:
         raise InvalidData(f"dataset info is not JSON-serialisable: {exc}") from None
 
+
+def check_env_id(env_id: str | None) -> None:
+    """Raise :class:`InvalidData` unless ``env_id`` is empty or registered with gymnasium (gymnasium-robotics
+    registered first), naming the closest registered ids."""
+    from privsynth.data.envs import register_robotics_envs
+
+    if not env_id:
+        return
+    register_robotics_envs()
+    try:
+        gym.spec(env_id)
+        return
+    except gym.error.Error:
+        pass
+    by_lower = {k.lower(): k for k in gym.registry}
+    close = difflib.get_close_matches(str(env_id).lower(), list(by_lower), n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(by_lower[c]) for c in close)}?" if close else ""
+    raise InvalidData(
+        f"unknown environment id '{env_id}': not registered with gymnasium{hint} (omit --env-id, env_id=None in "
+        "Python, to import the data without an environment; install the package that registers the environment)"
+    )
 
 
 @functools.lru_cache(maxsize=16)
@@ -80,7 +106,8 @@ def check_env_spaces(info: DatasetInfo, obs_dim: int, act_dim: int) -> None:
     """Raise :class:`SpaceMismatch` unless flat widths ``obs_dim``/``act_dim`` fit the environment's spaces.
 
     Dict observation spaces need ``info.obs_keys`` (the stored keys, in column order); keys the environment derives
-    from others (PointMaze's ``achieved_goal``) may be absent. Without a registered environment nothing is checked.
+    from others (PointMaze's ``achieved_goal``) may be absent. Without a registered environment nothing is checked
+    (imports refuse unknown ids first with :func:`check_env_id`).
     """
     from privsynth.data.envs import derived_obs_keys
 
@@ -91,8 +118,15 @@ def check_env_spaces(info: DatasetInfo, obs_dim: int, act_dim: int) -> None:
     env = info.env_id
     if isinstance(obs_space, gym.spaces.Dict):
         if not info.obs_keys:
+            from privsynth.data.envs import POINTMAZE_OBS_KEYS
+
+            stored = [k for k in obs_space.spaces if k not in derived_obs_keys(env or "")]
+            if set(stored) == set(POINTMAZE_OBS_KEYS):
+                stored = list(POINTMAZE_OBS_KEYS)  # the order privsynth's PointMaze data uses
             raise SpaceMismatch(
-                f"{env} has Dict observations ({', '.join(obs_space.spaces)}) but the data names no obs_keys"
+                f"{env} has Dict observations ({', '.join(obs_space.spaces)}) but the data names no obs_keys: pass "
+                f"--obs-keys (obs_keys=[...] in Python) with the keys the observation columns hold, in column order, "
+                f"e.g. --obs-keys {','.join(stored)}"
             )
         unknown = [k for k in info.obs_keys if k not in obs_space.spaces]
         if unknown:
@@ -106,10 +140,13 @@ def check_env_spaces(info: DatasetInfo, obs_dim: int, act_dim: int) -> None:
     else:  # Discrete and other spaces: stored as flat columns, one per index
         want = obs_dim
     if want != obs_dim:
-        raise SpaceMismatch(f"the data has {obs_dim} observation dims but {env} has {want}")
+        keys = f" for the obs_keys {','.join(info.obs_keys or [])}" if isinstance(obs_space, gym.spaces.Dict) else ""
+        raise SpaceMismatch(f"the data has {obs_dim} observation dims but {env} has {want}{keys}")
     act_width = 1 if isinstance(act_space, gym.spaces.Discrete) else _width(act_space)
     if not isinstance(act_space, (gym.spaces.Box, gym.spaces.Discrete)) or act_width != act_dim:
-        raise SpaceMismatch(f"the data has {act_dim} action dims but {env}'s action space is {act_space}")
+        raise SpaceMismatch(
+            f"the data has {act_dim} action dims but {env}'s action space is {act_space} ({act_width} dims)"
+        )
 
 
 def obs_writer(info: DatasetInfo, obs_dim: int) -> tuple[gym.Space, Any]:

@@ -18,9 +18,15 @@ Column layout (every name can be mapped to yours with ``columns={"reward": "r", 
                             truncated row); rows of one episode are contiguous and in time order
 ==========================  ===============================================================================
 
-Imported data is marked sensitive unless ``sensitive=False``. With ``env_id``, the widths are checked against the
-environment's spaces at import and the action box is taken from the environment (a public fact), so synthetic rows
-are later clipped to it. Dict observation spaces need ``obs_keys`` (the keys the columns hold, in order).
+``terminal`` and ``truncated`` hold booleans, the numbers 0/1, or the strings true/false/1/0 (any case, surrounding
+spaces ignored); anything else, or a missing value, is an error naming the column and the first bad row. Rows are
+counted from 0 after the header, as pandas counts them; for a CSV file the error also gives the file line.
+
+Imported data is marked sensitive unless ``sensitive=False``. With ``env_id`` (which must be registered with
+gymnasium), the widths are checked against the environment's spaces at import, every action must lie in the
+environment's action space, and the action box is taken from the environment (a public fact), so synthetic rows are
+later clipped to it. Observations are not checked against the observation space (continuous ones are often
+unbounded). Dict observation spaces need ``obs_keys`` (the keys the columns hold, in order).
 """
 from __future__ import annotations
 
@@ -30,7 +36,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
-from privsynth.errors import InvalidData
+from privsynth.errors import InvalidData, SpaceMismatch
 
 __all__ = ["from_pandas", "read_table", "DEFAULT_COLUMNS"]
 
@@ -41,6 +47,8 @@ DEFAULT_COLUMNS: dict[str, str] = {
     "episode_id": "episode_id",
 }
 _PREFIXES = {"obs": "obs_", "act": "act_", "next_obs": "next_obs_"}
+_CSV_ATTR = "privsynth_csv"  # DataFrame.attrs key set by read_table on a CSV file (one header line)
+_TRUE, _FALSE = frozenset({"true", "1", "1.0"}), frozenset({"false", "0", "0.0"})
 
 
 def read_table(path: str | Path) -> Any:
@@ -53,7 +61,9 @@ def read_table(path: str | Path) -> Any:
     suffix = path.suffix.lower()
     try:
         if suffix == ".csv":
-            return pd.read_csv(path)
+            df = pd.read_csv(path)
+            df.attrs[_CSV_ATTR] = True  # errors then also give the file line of a row
+            return df
         if suffix in (".parquet", ".pq"):
             return pd.read_parquet(path)
     except ImportError as exc:
@@ -78,13 +88,162 @@ def _matrix(df: Any, cols: Sequence[str], what: str) -> np.ndarray:
         raise InvalidData(f"{what} columns are not numeric: {exc}") from None
 
 
+def _row(df: Any, i: int) -> str:
+    """Row ``i`` (0-based position) as the user sees it: pandas' count, plus the file line of a CSV file."""
+    return f"row {i} (line {i + 2} of the file)" if df.attrs.get(_CSV_ATTR) else f"row {i}"
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, str):
+        return repr(v)
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):g}"
+    return str(v)
+
+
+def _flag_value(v: Any) -> bool | None:
+    """One flag cell as a bool, or None if it is not a boolean, 0/1 or a true/false/1/0 string."""
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return bool(v) if v in (0, 1) else None  # NaN is neither
+    if isinstance(v, str):
+        s = v.strip().lower()
+        return True if s in _TRUE else False if s in _FALSE else None
+    return None
+
+
 def _flags(df: Any, col: str, n: int) -> np.ndarray:
+    """Column ``col`` as booleans (all False when absent); anything but booleans, 0/1 or true/false/1/0 raises."""
+    import pandas as pd
+
     if col not in df.columns:
         return np.zeros(n, dtype=bool)
     values = df[col]
-    if values.isna().any():
-        raise InvalidData(f"column '{col}' has missing values")
-    return values.to_numpy().astype(bool)
+    if isinstance(values, pd.DataFrame):
+        raise InvalidData(f"the table has {values.shape[1]} columns named '{col}'")
+    if pd.api.types.is_bool_dtype(values.dtype) and not values.isna().any():
+        return values.to_numpy(dtype=bool, copy=True)  # writable: flags move between rows below
+    if pd.api.types.is_numeric_dtype(values.dtype) and not pd.api.types.is_bool_dtype(values.dtype):
+        num = values.to_numpy(dtype=np.float64, na_value=np.nan)
+        flags, bad = num == 1, ~((num == 0) | (num == 1))
+    else:  # strings, mixed objects, nullable booleans
+        parsed = [_flag_value(v) for v in values.to_numpy(dtype=object)]
+        bad = np.fromiter((p is None for p in parsed), dtype=bool, count=n)
+        flags = np.fromiter((bool(p) for p in parsed), dtype=bool, count=n)
+    if bad.any():
+        i = int(np.argmax(bad))
+        v = values.iloc[i]
+        what = "has a missing value" if pd.isna(v) else f"has {_show(v)}"
+        raise InvalidData(f"column '{col}' must hold 0/1 or true/false; {_row(df, i)} {what}")
+    return flags
+
+
+def _episode_ids(df: Any, col: str) -> np.ndarray:
+    """Column ``col``'s labels as integers; missing values and episodes split over the table raise."""
+    import pandas as pd
+
+    values = df[col]
+    if isinstance(values, pd.DataFrame):
+        raise InvalidData(f"the table has {values.shape[1]} columns named '{col}'")
+    missing = values.isna().to_numpy()
+    if missing.any():
+        raise InvalidData(
+            f"column '{col}' (episode ids) has missing values, first at {_row(df, int(np.argmax(missing)))}; every "
+            "row needs an episode id"
+        )
+    try:
+        _, ids = np.unique(values.to_numpy(), return_inverse=True)  # any labels -> integers
+    except TypeError:  # labels of mixed types (numbers and strings): compare them as text
+        _, ids = np.unique(values.astype(str).to_numpy(), return_inverse=True)
+    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+    starts = np.flatnonzero(np.concatenate([[True], ids[1:] != ids[:-1]]))
+    seen = ids[starts]
+    if len(np.unique(seen)) != len(seen):  # an episode resumes after another one
+        first = {}
+        for s in starts:
+            if ids[s] in first:
+                raise InvalidData(
+                    f"column '{col}': episode {_show(values.iloc[s])} starts again at {_row(df, int(s))} after "
+                    "other episodes; the rows of an episode must be contiguous and in time order"
+                )
+            first[ids[s]] = s
+    return ids
+
+
+def _check_actions(df: Any, act: np.ndarray, cols: Sequence[str], rows: np.ndarray, space: Any, env: str) -> None:
+    """Refuse stored actions (``act[rows]``) outside the environment's action space, naming column, row and space."""
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Discrete):
+        lo, hi = np.array([space.start], np.float64), np.array([space.start + space.n - 1], np.float64)
+        integral = True
+        box = f"{env}'s actions {space} (integers {space.start} to {space.start + space.n - 1})"
+    elif isinstance(space, gym.spaces.Box):
+        lo = np.asarray(space.low, dtype=space.dtype).reshape(-1).astype(np.float64)
+        hi = np.asarray(space.high, dtype=space.dtype).reshape(-1).astype(np.float64)
+        integral = np.issubdtype(space.dtype, np.integer)
+        box = None
+    else:
+        return
+    a = act[rows].astype(np.float64)
+    bad = (a < lo) | (a > hi)
+    if integral:
+        bad |= a != np.round(a)
+    if not bad.any():
+        return
+    r, c = (int(x[0]) for x in np.nonzero(bad))
+    if box is None:
+        box = f"{env}'s action box [{lo[c]:g}, {hi[c]:g}]"
+    raise InvalidData(
+        f"column '{cols[c]}' has {a[r, c]:g} at {_row(df, int(rows[r]))}, outside {box}; the actions must lie in "
+        "the environment's action space"
+    )
+
+
+def _one_column(header: str) -> None:
+    """Raise for a table read as one column: most often a file separated by something other than commas."""
+    shown = header if len(header) <= 80 else header[:77] + "..."
+    seps = [sep for sep in (";", "\t", "|") if sep in header]
+    guess = (
+        f": the file looks {seps[0]!r}-separated; CSV files are read comma-separated, so convert it first "
+        f"(pandas: pd.read_csv(FILE, sep={seps[0]!r}).to_csv(NEW_FILE, index=False))"
+        if seps else "; it needs observation, action and reward columns (see docs/datasets.md)"
+    )
+    raise InvalidData(f"the table has a single column, {shown!r}{guess}")
+
+
+def _missing_prefixed(df: Any, cols: Sequence[str], role: str, space: Any, env: str,
+                      keys: Sequence[str] | None = None) -> None:
+    """With the default ``obs_i``/``act_i`` columns: name the ones the environment's space needs but the table
+    lacks (``keys``: the stored keys of a Dict observation space)."""
+    import gymnasium as gym
+
+    def width(sp: Any) -> int:
+        return int(np.prod(sp.shape)) if sp.shape else 1
+
+    if isinstance(space, gym.spaces.Dict):
+        if not keys or any(k not in space.spaces for k in keys):
+            return  # check_env_spaces names the problem
+        want = sum(width(space.spaces[k]) for k in keys)
+    elif isinstance(space, gym.spaces.Discrete):
+        want = 1
+    elif isinstance(space, gym.spaces.Box):
+        want = width(space)
+    else:
+        return
+    prefix, what = _PREFIXES[role], "action" if role == "act" else "observation"
+    missing = [f"{prefix}{i}" for i in range(want) if f"{prefix}{i}" not in df.columns]
+    if not missing:
+        return
+    lacks = ", ".join(missing) if len(missing) <= 6 else f"{', '.join(missing[:3])}, ..., {missing[-1]}"
+    lacks = f"the table lacks the {what} column{'s' if len(missing) > 1 else ''} {lacks}"
+    if len(cols) != want:
+        raise SpaceMismatch(
+            f"the data has {len(cols)} {what} dim{'' if len(cols) == 1 else 's'} but {env} has {want}: {lacks}"
+        )
+    raise SpaceMismatch(f"{lacks} ({env} has {want} {what} dims, {prefix}0 ... {prefix}{want - 1}; the table has "
+                        f"{', '.join(cols)})")
 
 
 def from_pandas(
@@ -103,23 +262,37 @@ def from_pandas(
     sensitive: bool = True,
 ) -> OfflineDataset:
     """An :class:`OfflineDataset` from a DataFrame in the column layout of the module docstring."""
-    from privsynth.data.minari_io import check_env_spaces, env_spaces
+    import gymnasium as gym
 
+    from privsynth.data.minari_io import check_env_spaces, env_spaces
+    from privsynth.data.minari_spaces import check_env_id
+
+    check_env_id(env_id)  # a mistyped id fails before any data is read
     unknown = set(columns or {}) - set(DEFAULT_COLUMNS)
     if unknown:
         raise InvalidData(f"unknown column roles {sorted(unknown)}; map any of {sorted(DEFAULT_COLUMNS)}")
     names = {**DEFAULT_COLUMNS, **(columns or {})}
     if len(df) == 0:
         raise InvalidData("the table has no rows")
+    if len(df.columns) == 1:
+        _one_column(str(df.columns[0]))
     obs_cols = list(observation_columns or _prefixed(df, _PREFIXES["obs"]))
     act_cols = list(action_columns or _prefixed(df, _PREFIXES["act"]))
     next_cols = list(next_observation_columns or _prefixed(df, _PREFIXES["next_obs"]))
     if not obs_cols:
-        raise InvalidData("no observation columns: name them obs_0, obs_1, ... or pass observation_columns")
+        raise InvalidData(
+            "no observation columns: name them obs_0, obs_1, ... or pass --obs-cols a,b,c (observation_columns "
+            "in Python)"
+        )
     if not act_cols:
-        raise InvalidData("no action columns: name them act_0, act_1, ... or pass action_columns")
+        raise InvalidData(
+            "no action columns: name them act_0, act_1, ... or pass --act-cols a,b (action_columns in Python)"
+        )
     if names["reward"] not in df.columns:
-        raise InvalidData(f"the table lacks the reward column '{names['reward']}'")
+        raise InvalidData(
+            f"the table lacks the reward column '{names['reward']}' (another name: --map reward=COLUMN, "
+            "columns={'reward': COLUMN} in Python)"
+        )
     if next_cols and len(next_cols) != len(obs_cols):
         raise InvalidData(f"{len(next_cols)} next-observation columns for {len(obs_cols)} observation columns")
     n = len(df)
@@ -129,8 +302,7 @@ def from_pandas(
     term = _flags(df, names["terminal"], n)
     trunc = _flags(df, names["truncated"], n)
     if names["episode_id"] in df.columns:
-        ids = df[names["episode_id"]].to_numpy()
-        _, ids = np.unique(ids, return_inverse=True)  # any labels -> integers (contiguity is checked below)
+        ids = _episode_ids(df, names["episode_id"])
     else:
         ends = term | trunc
         ids = np.concatenate([[0], np.cumsum(ends[:-1])])
@@ -162,11 +334,21 @@ def from_pandas(
         sensitive=sensitive,
         extra={"imported_columns": {"observations": obs_cols, "actions": act_cols, "next_observations": next_cols}},
     )
-    check_env_spaces(info, obs.shape[1], act.shape[1])
     spaces = env_spaces(info)
+    if spaces is not None and observation_columns is None:
+        _missing_prefixed(df, obs_cols, "obs", spaces[0], env_id or "", obs_keys)
+    if spaces is not None and action_columns is None:
+        _missing_prefixed(df, act_cols, "act", spaces[1], env_id or "")
+    check_env_spaces(info, obs.shape[1], act.shape[1])
     if spaces is not None:  # the action box is a public fact of the environment
-        info.action_low = np.asarray(spaces[1].low, dtype=np.float64).reshape(-1).tolist()
-        info.action_high = np.asarray(spaces[1].high, dtype=np.float64).reshape(-1).tolist()
+        act_space = spaces[1]
+        _check_actions(df, act, act_cols, np.flatnonzero(keep), act_space, env_id or "")
+        if isinstance(act_space, gym.spaces.Discrete):  # indices start ... start + n - 1
+            info.action_low = [float(act_space.start)]
+            info.action_high = [float(act_space.start + act_space.n - 1)]
+        else:
+            info.action_low = np.asarray(act_space.low, dtype=np.float64).reshape(-1).tolist()
+            info.action_high = np.asarray(act_space.high, dtype=np.float64).reshape(-1).tolist()
     return OfflineDataset(
         observations=obs[keep],
         actions=act[keep],
