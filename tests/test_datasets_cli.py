@@ -70,6 +70,10 @@ def test_show_privacy_card(capsys):
 
 def test_import_export_round_trip(capsys, tmp_path):
     ds = make_toy_dataset(lengths=(6, 4, 9))
+    # rows chain inside an episode, as in a real D4RL file, so its episodes are the Minari episodes and the exported
+    # timeouts (the ends of the Minari episodes, tests/test_export_cli.py) are the file's own
+    chain = np.r_[ds.episode_ids[1:] == ds.episode_ids[:-1], False]
+    ds.next_observations[chain] = ds.observations[1:][chain[:-1]]
     src = tmp_path / "d.npz"
     np.savez(src, observations=ds.observations, actions=ds.actions, rewards=ds.rewards,
              next_observations=ds.next_observations, terminals=ds.terminals, timeouts=ds.timeouts)

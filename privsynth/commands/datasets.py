@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from privsynth.commands._dataset_export import export_command
 from privsynth.errors import InvalidData, PrivsynthError
 
 if TYPE_CHECKING:
@@ -91,13 +92,16 @@ def register(subparsers: Any) -> None:
 
     exp = sub.add_parser("export", help="write a dataset as a D4RL-style .npz or a d3rlpy dataset file")
     exp.add_argument("dataset_id", nargs="?", metavar="ID", help="local dataset id")
-    exp.add_argument("path", nargs="?", metavar="FILE", help="output file (.npz, or .h5 for d3rlpy)")
+    exp.add_argument("path", nargs="?", metavar="FILE",
+                     help="output file (npz: '.npz' is appended when FILE does not end in it; d3rlpy: e.g. .h5)")
     exp.add_argument("--format", choices=("npz", "d3rlpy"), default="npz",
-                     help="npz: D4RL-style arrays; d3rlpy: an MDPDataset file holding exactly the dataset's "
-                          "transitions (load with d3rlpy.dataset.ReplayBuffer.load(open(FILE, 'rb'), "
-                          "d3rlpy.dataset.InfiniteBuffer()))")
+                     help="npz: D4RL-style arrays (observations, actions, rewards, next_observations, terminals, "
+                          "timeouts, episode_ids); every Minari episode ends in a terminal or a timeout, so "
+                          "splitting on terminals|timeouts gives the Minari episodes; d3rlpy: an MDPDataset file "
+                          "holding exactly the dataset's transitions (load with "
+                          "d3rlpy.dataset.ReplayBuffer.load(open(FILE, 'rb'), d3rlpy.dataset.InfiniteBuffer()))")
     exp.add_argument("--overwrite", action="store_true", help="replace an existing output file")
-    exp.set_defaults(func=_export)
+    exp.set_defaults(func=export_command)
 
     rm = sub.add_parser("delete", help="delete a local dataset")
     rm.add_argument("dataset_id", nargs="?", metavar="ID")
@@ -248,6 +252,10 @@ def _import(args: argparse.Namespace) -> int:
     dataset_id = minari_io.resolve_id(name, for_write=True)
     if minari_io.dataset_exists(dataset_id) and not args.overwrite:  # before reading any data
         raise PrivsynthError(f"dataset '{dataset_id}' already exists; pass --overwrite to replace it")
+    if args.env_id:  # a mistyped id would silently drop every check against the environment's spaces
+        from privsynth.data.minari_spaces import check_env_id
+
+        check_env_id(args.env_id)
     try:
         env_kwargs = json.loads(args.env_kwargs) if args.env_kwargs else {}
     except json.JSONDecodeError as exc:
@@ -316,42 +324,6 @@ def _read_npz(path: Path, **common: Any) -> OfflineDataset:
         info.action_low = np.asarray(spaces[1].low, dtype=np.float64).reshape(-1).tolist()
         info.action_high = np.asarray(spaces[1].high, dtype=np.float64).reshape(-1).tolist()
     return ds
-
-
-def _export(args: argparse.Namespace) -> int:
-    from privsynth.data import minari_io
-
-    dataset_id = _need_id(args)
-    if not args.path:
-        raise PrivsynthError("an output file path is required")
-    out = Path(args.path)
-    if out.exists() and not args.overwrite:
-        raise PrivsynthError(f"{out} exists; pass --overwrite to replace it")
-    ds = minari_io.load_dataset(dataset_id)
-    full = minari_io.resolve_id(dataset_id)
-    if args.format == "d3rlpy":
-        from privsynth.evaluation.agents.d3rlpy_export import to_d3rlpy
-
-        mdp = to_d3rlpy(ds)
-        tmp = out.with_name(f".{out.name}.tmp")
-        with open(tmp, "w+b") as f:  # h5py writes through a file object it can also read
-            mdp.dump(f)
-        tmp.replace(out)
-        print(f"exported {ds.n_transitions} transitions of {full} as a d3rlpy dataset ({len(mdp.episodes)} "
-              f"episodes) -> {out}")
-        return 0
-    np.savez(
-        out,
-        observations=ds.observations,
-        actions=ds.actions,
-        rewards=ds.rewards,
-        next_observations=ds.next_observations,
-        terminals=ds.terminals,
-        timeouts=ds.timeouts,
-        episode_ids=ds.episode_ids,
-    )
-    print(f"exported {ds.n_transitions} transitions of {full} -> {args.path}")
-    return 0
 
 
 def _delete(args: argparse.Namespace) -> int:

@@ -138,7 +138,13 @@ def normalized_score(info: DatasetInfo, ret: float | np.ndarray) -> float | np.n
     """D4RL normalised score ``100·(R − ref_min)/(ref_max − ref_min)`` from ``info``'s reference returns."""
     lo, hi = info.ref_min_score, info.ref_max_score
     if lo is None or hi is None:
-        raise InvalidData(f"dataset '{info.name}' has no reference scores; cannot compute a normalised score")
+        raise InvalidData(
+            f"dataset '{info.name}' has no reference scores; cannot compute a normalised score: set them by "
+            f"re-importing its file with `privsynth datasets import FILE --name {info.name} --ref-min RANDOM_RETURN "
+            "--ref-max EXPERT_RETURN --overwrite` plus the options it was imported with, e.g. --env-id (the mean "
+            "returns of a random and an expert policy in its environment), or take the environment and scores of a dataset that has them (`privsynth agents train "
+            "--eval-from ID`; `privsynth evaluate` uses those of --real)"
+        )
     if hi == lo:
         raise InvalidData(f"dataset '{info.name}' has equal reference scores ({lo}); cannot normalise a return")
     return 100.0 * (np.asarray(ret, dtype=np.float64) - lo) / (hi - lo)
