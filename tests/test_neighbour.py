@@ -111,6 +111,24 @@ def _privorl_n_postprocessed(sens: OfflineDataset, tmp: Path) -> dict:
             "info": res.dataset.info.to_dict()}
 
 
+def _finetune_then_sample_cli(sens: OfflineDataset, tmp: Path) -> dict:
+    """`privsynth finetune` (the checkpoint is a release too, written through the guard) then `privsynth sample`
+    without --sensitive: the release takes its environment from the model, whose card no longer names the data."""
+    from privsynth.cli import main
+    from privsynth.data import minari_io
+    from privsynth.synth import TransitionSynthesizer
+    from test_transition_synth import public_data, tiny_config
+
+    torch.manual_seed(0)
+    pre = TransitionSynthesizer(tiny_config()).pretrain(public_data(), progress=False).save(tmp / "pre.pt")
+    minari_io.write_dataset(sens, "neighbour-sens", overwrite=True)
+    assert main(["finetune", "--model", str(pre), "--sensitive", "neighbour-sens", "--epsilon", "5", "--delta",
+                 "1e-3", "--config", "tiny", "--out", str(tmp / "ft.pt"), "--overwrite", "--quiet"]) == 0
+    assert main(["sample", "--model", str(tmp / "ft.pt"), "-n", "64", "--out-dataset", "privsynth/neighbour-cli-v0",
+                 "--overwrite", "--quiet"]) == 0
+    return {"release": minari_metadata("privsynth/neighbour-cli-v0"), "checkpoint": _saved(tmp / "ft.pt")}
+
+
 def _release_registered(name: str):
     """``release.synthesize(synth=NAME)`` to the Minari store: the one release path of every registered synthesizer."""
     def run(sens: OfflineDataset, tmp: Path) -> dict:
@@ -169,6 +187,8 @@ def _paths() -> list[ReleasingPath]:
     ]
     paths.append(ReleasingPath("release privorl-n pointmaze map filter topped up", _privorl_n_postprocessed,
                                _sens_pointmaze, _SAMPLE + _DESCRIPTION + ("*postprocess*",), slow=True))
+    paths.append(ReleasingPath("finetune then sample through the CLI", _finetune_then_sample_cli, _sens_transitions,
+                               _SAMPLE + _DESCRIPTION + ("*.rows",), slow=True))
     paths.append(ReleasingPath("release privsyn (generic path)", _release_registered("privsyn"), _sens_transitions,
                                _GRID + _DESCRIPTION, slow=True))
     paths.append(ReleasingPath("release privorl-n dp-normaliser", _privorl_n("transition", dp_normalizer=True),
