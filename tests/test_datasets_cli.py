@@ -192,3 +192,9 @@ def test_export_d3rlpy_holds_exactly_the_transitions(capsys, tmp_path):
             np.testing.assert_allclose(tr.next_observation, ds.next_observations[k])
     code, _, err = run(capsys, "datasets", "export", "toy", str(out), "--format", "d3rlpy")
     assert code == 2 and "--overwrite" in err
+
+
+def test_listing_a_missing_store_says_so_and_does_not_create_it(capsys, tmp_path):
+    missing = tmp_path / "typo"
+    code, out, _ = run(capsys, "--store", str(missing), "datasets", "list")
+    assert code == 0 and "does not exist" in out and not missing.exists()

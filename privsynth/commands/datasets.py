@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -179,7 +180,9 @@ def _list(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
-        print("no local datasets (privsynth datasets make pointmaze --maze umaze)")
+        store = os.environ.get("MINARI_DATASETS_PATH")
+        where = f" in {store}" + (" (the folder does not exist)" if store and not Path(store).exists() else "")
+        print(f"no local datasets{where} (privsynth datasets make pointmaze --maze umaze)")
         return 0
     header = f"{'ID':<44} {'EPISODES':>9} {'STEPS':>10} {'SENSITIVE':>9} {'EPSILON':>8}  ENV"
     print(header)
@@ -205,6 +208,8 @@ def _show(args: argparse.Namespace) -> int:
         "storage_scheme": facts["scheme"],
         **summary,
         "minari_episodes": facts["episodes"],
+        # per Minari episode, as the episode count above (summary's episode_return_mean is per episode id)
+        "return_per_minari_episode": float(ds.rewards.sum()) / facts["episodes"] if facts["episodes"] else None,
         "obs_keys": ds.info.obs_keys,
         "env_kwargs": ds.info.env_kwargs,
         "privacy_card": ds.info.privacy_card,
@@ -221,7 +226,7 @@ def _show(args: argparse.Namespace) -> int:
     print(f"  transitions: {summary['transitions']}")
     print(f"  dims:        obs {summary['obs_dim']}, action {summary['act_dim']}")
     print(
-        f"  return:      mean {summary['episode_return_mean']:.3f} per episode; "
+        f"  return:      mean {out['return_per_minari_episode'] or 0.0:.3f} per Minari episode; "
         f"terminal rate {summary['terminal_rate']:.3f}"
     )
     lo, hi = summary["ref_min_score"], summary["ref_max_score"]

@@ -176,9 +176,13 @@ def dataset_exists(dataset_id: str) -> bool:
 
 
 def list_datasets(prefix: str | None = None) -> list[str]:
-    """Full ids of all local Minari datasets (optionally those starting with ``prefix``), sorted."""
+    """Full ids of all local Minari datasets (optionally those starting with ``prefix``), sorted. A store folder that
+    does not exist holds none (and is not created, as Minari's own listing would)."""
     import minari
 
+    configured = os.environ.get("MINARI_DATASETS_PATH")
+    if configured and not Path(configured).exists():
+        return []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ids = sorted(minari.list_local_datasets())
