@@ -15,20 +15,9 @@ from privsynth.cli import main
 from privsynth.data import DatasetInfo, OfflineDataset, minari_io
 from privsynth.errors import InvalidData
 from privsynth.evaluation.agents.common import normalized_score
+from test_datasets_cli import assert_one_line_error, run
 
 
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_line_error(code, err, needle):
-    assert code == 2
-    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("privsynth: error:") and needle in lines[0], err
-    assert "Traceback" not in err
 
 
 def _independent(n=12, seed=1):
