@@ -4,6 +4,7 @@ entry to ``PATHS``. The added unit is an episode longer than every other one, so
 (longest trajectory, total transitions) show up as leaks."""
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 from collections.abc import Callable
@@ -313,7 +314,64 @@ def _method_paths() -> list[ReleasingPath]:
     ]
 
 
-PATHS = _paths()
+# ------------------------------------------------------------------- the registered methods' one door (adapters)
+# Every registered DP offline-RL method run through its adapter, as `privsynth methods run` does: its card (ledger card
+# and settings) and the info of any dataset it returns. The neighbour adds a copy of one unit under a new id: a copy is
+# a valid record of the task (tabular layouts and horizons hold), and D plus a copy still differs by one unit.
+_ADAPTER_DATA = {"primorl": {"episodes": 8}, "dp-apvi": {"episodes": 300}, "dp-vapvi": {"episodes": 60, "env": {"H": 5, "A": 10}},
+                 "kickstart": {"episodes": 4}}
+_ADAPTER_EPS = {"primorl": 6.0, "dp-apvi": 20.0, "dp-vapvi": 5.0, "kickstart": 8.0}
+
+
+def _copy_one_unit(ds: OfflineDataset, *, transition: bool = False) -> OfflineDataset:
+    """``ds`` plus a copy of its first episode (or, at unit = transition, of its first transition) under a new id."""
+    first = np.flatnonzero(ds.episode_ids == ds.episode_ids[0])
+    rows = first[:1] if transition else first
+    pick = lambda a: np.concatenate([a, a[rows]])  # noqa: E731
+    term = ds.terminals[rows].copy()
+    timeouts = ds.timeouts[rows].copy()
+    if transition:
+        timeouts[-1] = not term[-1]
+    return dataclasses.replace(
+        ds, observations=pick(ds.observations), actions=pick(ds.actions), rewards=pick(ds.rewards),
+        next_observations=pick(ds.next_observations), terminals=np.concatenate([ds.terminals, term]),
+        timeouts=np.concatenate([ds.timeouts, timeouts]),
+        episode_ids=np.concatenate([ds.episode_ids, np.full(len(rows), int(ds.episode_ids.max()) + 1,
+                                                            dtype=ds.episode_ids.dtype)]))
+
+
+def _adapter(name: str):
+    def run(sens: OfflineDataset, tmp: Path) -> dict:
+        from privsynth import methods
+
+        torch.manual_seed(0)
+        res = methods.make(name, preset="tiny", epsilon=_ADAPTER_EPS[name]).run(sens)
+        return {"card": res.card, "dataset": res.dataset.info.to_dict() if res.dataset is not None else None}
+    return run
+
+
+def _adapter_data(name: str):
+    def data() -> OfflineDataset:
+        from privsynth import methods
+
+        module = importlib.import_module(methods.registry.entry(name).adapter.split(":")[0])
+        return module.example_dataset(**_ADAPTER_DATA[name])
+    return data
+
+
+# kickstart's teacher is trained on a PrivSyn release: its noisy pair selection (pairs, σ) and the teacher's Lipschitz
+# bound L (in the query ledger's note), computed from the teacher's weights, are post-processing of DP outputs
+_ADAPTER_DP_OUTPUTS = {"kickstart": _GRID + ("*query_ledger.notes*",)}
+
+
+def _adapter_paths() -> list[ReleasingPath]:
+    return [ReleasingPath(f"method {name} (adapter)", _adapter(name), _adapter_data(name),
+                          _ADAPTER_DP_OUTPUTS.get(name, _SAMPLE), slow=True,
+                          plus_one=lambda d, _t=(name == "kickstart"): _copy_one_unit(d, transition=_t))
+            for name in _ADAPTER_DATA]
+
+
+PATHS = _paths() + _adapter_paths()
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.slow else p for p in PATHS],
