@@ -17,6 +17,8 @@ observation. :func:`d3rlpy_arrays` therefore prepares rows so that d3rlpy sees e
 """
 from __future__ import annotations
 
+import contextlib
+import io
 from typing import Any, Literal
 
 import numpy as np
@@ -85,17 +87,19 @@ def d3rlpy_arrays(data: OfflineDataset, layout: Layout = "auto") -> dict[str, np
 def to_d3rlpy(data: OfflineDataset, layout: Layout = "auto") -> Any:
     """A ``d3rlpy.dataset.MDPDataset`` holding exactly ``data``'s transitions (continuous actions)."""
     try:
-        import d3rlpy
+        with contextlib.redirect_stderr(io.StringIO()):  # d3rlpy imports the old gym, which prints a banner
+            import d3rlpy
     except ImportError:
         raise PrivsynthError(
             "d3rlpy is not installed; install the optional extra with: pip install 'privsynth[d3rlpy]' (d3rlpy 2.8.0)"
         ) from None
     arrays = d3rlpy_arrays(data, layout)
-    return d3rlpy.dataset.MDPDataset(
-        observations=arrays["observations"],
-        actions=arrays["actions"],
-        rewards=arrays["rewards"],
-        terminals=arrays["terminals"],
-        timeouts=arrays["timeouts"],
-        action_space=d3rlpy.constants.ActionSpace.CONTINUOUS,
-    )
+    with contextlib.redirect_stdout(io.StringIO()):  # its "signatures automatically determined" info lines
+        return d3rlpy.dataset.MDPDataset(
+            observations=arrays["observations"],
+            actions=arrays["actions"],
+            rewards=arrays["rewards"],
+            terminals=arrays["terminals"],
+            timeouts=arrays["timeouts"],
+            action_space=d3rlpy.constants.ActionSpace.CONTINUOUS,
+        )
