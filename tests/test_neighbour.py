@@ -364,11 +364,42 @@ def _adapter_data(name: str):
 _ADAPTER_DP_OUTPUTS = {"kickstart": _GRID + ("*query_ledger.notes*",)}
 
 
+def _copy_one_expert(ds: OfflineDataset) -> OfflineDataset:
+    """``ds`` plus one expert (unit = expert): expert 0's trajectories and policy copied under the new id m."""
+    extra = ds.info.extra
+    who = np.asarray(extra["episode_expert"])
+    starts = np.concatenate([[0], np.flatnonzero(ds.episode_ids[1:] != ds.episode_ids[:-1]) + 1])
+    ends = np.concatenate([starts[1:], [len(ds)]])
+    rows = np.concatenate([np.arange(a, b) for a, b, w in zip(starts, ends, who) if w == 0])
+    m = len(extra["experts"]["W"])
+    ids = ds.episode_ids[rows] + int(ds.episode_ids.max()) + 1  # the copies are new episodes
+    pick = lambda a: np.concatenate([a, a[rows]])  # noqa: E731
+    experts = {**extra["experts"], "W": extra["experts"]["W"] + extra["experts"]["W"][:1],
+               "c": extra["experts"]["c"] + extra["experts"]["c"][:1]}
+    info = dataclasses.replace(ds.info, extra={**extra, "experts": experts,
+                                               "episode_expert": list(who) + [m] * int(np.sum(who == 0))})
+    return dataclasses.replace(
+        ds, observations=pick(ds.observations), actions=pick(ds.actions), rewards=pick(ds.rewards),
+        next_observations=pick(ds.next_observations), terminals=pick(ds.terminals), timeouts=pick(ds.timeouts),
+        episode_ids=np.concatenate([ds.episode_ids, ids]), info=info)
+
+
+_ADAPTER_DATA["expert-svt"] = {"per_factor": 2, "n_traj_per_expert": 3}
+_ADAPTER_EPS["expert-svt"] = 10.0
+
+
 def _adapter_paths() -> list[ReleasingPath]:
-    return [ReleasingPath(f"method {name} (adapter)", _adapter(name), _adapter_data(name),
-                          _ADAPTER_DP_OUTPUTS.get(name, _SAMPLE), slow=True,
-                          plus_one=lambda d, _t=(name == "kickstart"): _copy_one_unit(d, transition=_t))
-            for name in _ADAPTER_DATA]
+    paths = [ReleasingPath(f"method {name} (adapter)", _adapter(name), _adapter_data(name),
+                           _ADAPTER_DP_OUTPUTS.get(name, _SAMPLE), slow=True,
+                           plus_one=lambda d, _t=(name == "kickstart"): _copy_one_unit(d, transition=_t))
+             for name in _ADAPTER_DATA if name != "expert-svt"]
+    # unit = one expert; m is public, and so are the default delta = 1/(10 m) and the SVT constants derived from it
+    # (eps', threshold theta); the stable prefixes are the SVT release
+    paths.append(ReleasingPath("method expert-svt (adapter)", _adapter("expert-svt"), _adapter_data("expert-svt"),
+                               _SAMPLE + ("*prefix_lengths*", "*stable_transitions", "*stable*"), slow=True,
+                               plus_one=_copy_one_expert,
+                               public_facts=("*experts", "*delta*", "*eps_prime", "*theta")))
+    return paths
 
 
 PATHS = _paths() + _adapter_paths()
