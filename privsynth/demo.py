@@ -1,9 +1,10 @@
 """The end-to-end demo behind ``make demo`` / ``privsynth demo``.
 
-On the embedded default it generates a small public PointMaze corpus (other maps) and a sensitive umaze set, splits the
-sensitive set by episode into members (the fine-tuning records) and held-out non-members, pre-trains the PrivORL-n
-synthesizer on the public data with curiosity, DP fine-tunes it on the members (ε = 10), samples from the EMA weights,
-releases the synthetic set through the release guard, evaluates fidelity (and optionally agents) against the members,
+On the embedded default it generates a small public PointMaze corpus (other maps) and a sensitive umaze set (stored
+flagged sensitive), splits the sensitive set by episode into members (the fine-tuning records) and held-out non-members
+(both stored too, sensitive, so the audit can be re-run from the CLI), pre-trains the PrivORL-n synthesizer on the
+public data with curiosity, DP fine-tunes it on the members (ε = 10), samples from the EMA weights, releases the
+synthetic set through the release guard, evaluates fidelity (and optionally agents) against the members,
 audits the released weights with membership inference, and writes ``report.md`` / ``report.json``. The guard's
 checks run before anything else sees the samples; the Minari write of the release (single-threaded HDF5 work) runs in
 a forked child process beside evaluation and audit, and the report is written once it has succeeded.
@@ -61,13 +62,13 @@ class DemoConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _dataset(dataset_id: str, make: Callable[[], Any], log: Callable[[str], None]):
+def _dataset(dataset_id: str, make: Callable[[], Any], log: Callable[[str], None], sensitive: bool = False):
     from privsynth.data import minari_io
 
     if minari_io.dataset_exists(dataset_id):
         log(f"  reusing {dataset_id}")
         return minari_io.load_dataset(dataset_id)
-    ds = make()
+    ds = make().mark_sensitive(sensitive)
     minari_io.write_dataset(ds, dataset_id, overwrite=True)
     log(f"  wrote {dataset_id}: {ds.n_episodes} episodes, {ds.n_transitions} transitions")
     return ds
@@ -93,9 +94,10 @@ def _task_steps(task: tuple[str, Any, str]) -> int:
 
 
 def _datasets(jobs: list[tuple[str, Any]], workers: int, progress: bool, log: Callable[[str], None],
-              meanwhile: Callable[[], None] | None = None) -> list[Any]:
+              meanwhile: Callable[[], None] | None = None, sensitive: frozenset[str] = frozenset()) -> list[Any]:
     """Generate (or reuse) each ``(dataset_id, PointMazeConfig)``; missing sets are made by up to ``workers``
-    processes at once, then every set is read back from the store.
+    processes at once, then every set is read back from the store. The ids in ``sensitive`` are stored flagged
+    sensitive (a stored set of those ids that is not, from a store of an older demo, is flagged in place).
 
     In parallel, a set is three tasks: its collection run and the rollouts of each reference policy (each one
     sequential simulation, deterministic under its seed, so the parts are the same whichever process makes them and
@@ -106,6 +108,11 @@ def _datasets(jobs: list[tuple[str, Any]], workers: int, progress: bool, log: Ca
     from privsynth.data import minari_io
     from privsynth.data.pointmaze import REFERENCE_POLICIES, generate_pointmaze, with_reference_scores
 
+    for dataset_id, _ in jobs:
+        if dataset_id in sensitive and minari_io.dataset_exists(dataset_id) \
+                and not minari_io.describe(dataset_id)["sensitive"]:
+            minari_io.write_dataset(minari_io.load_dataset(dataset_id).mark_sensitive(True), dataset_id, overwrite=True)
+            log(f"  flagged {dataset_id} sensitive in the store")
     missing = [job for job in jobs if not minari_io.dataset_exists(job[0])]
     if missing and workers > 1:
         import multiprocessing
@@ -125,6 +132,7 @@ def _datasets(jobs: list[tuple[str, Any]], workers: int, progress: bool, log: Ca
                 got[part] = future.result()
                 if len(got) == 1 + len(REFERENCE_POLICIES):
                     ds = with_reference_scores(got.pop("collect"), pc, tuple(got[p] for p in REFERENCE_POLICIES))
+                    ds = ds.mark_sensitive(dataset_id in sensitive)
                     minari_io.write_dataset(ds, dataset_id, overwrite=True)
                     log(f"  wrote {dataset_id}: {ds.n_episodes} episodes, {ds.n_transitions} transitions")
         finally:
@@ -132,7 +140,8 @@ def _datasets(jobs: list[tuple[str, Any]], workers: int, progress: bool, log: Ca
         return [minari_io.load_dataset(dataset_id) for dataset_id, _ in jobs]
     if meanwhile is not None:
         meanwhile()
-    return [_dataset(dataset_id, lambda pc=pc: generate_pointmaze(pc, progress), log) for dataset_id, pc in jobs]
+    return [_dataset(dataset_id, lambda pc=pc: generate_pointmaze(pc, progress), log, dataset_id in sensitive)
+            for dataset_id, pc in jobs]
 
 
 def _idle_cores(window: float = 0.3) -> int:
@@ -315,28 +324,59 @@ def _run(cfg: DemoConfig, threads: int, progress: bool, log: Callable[[str], Non
                  PointMazeConfig(maze=maze, steps=cfg.public_steps, seed=cfg.seed + 1 + i, dense=cfg.dense,
                                  ref_episodes=cfg.ref_episodes, name=f"privsynth/demo-public-{maze}{suffix}-v0"))
                 for i, maze in enumerate(cfg.public_mazes)]
-        jobs.append((f"privsynth/demo-sensitive-{cfg.sensitive_maze}{suffix}-v0",
-                     PointMazeConfig(maze=cfg.sensitive_maze, steps=cfg.sensitive_steps, seed=cfg.seed,
-                                     dense=cfg.dense, ref_episodes=cfg.ref_episodes)))
-        *publics, sensitive = _datasets(jobs, cfg.data_workers, progress, log, meanwhile=_import_pipeline)
+        sensitive_id = f"privsynth/demo-sensitive-{cfg.sensitive_maze}{suffix}-v0"
+        jobs.append((sensitive_id, PointMazeConfig(maze=cfg.sensitive_maze, steps=cfg.sensitive_steps, seed=cfg.seed,
+                                                   dense=cfg.dense, ref_episodes=cfg.ref_episodes)))
+        *publics, sensitive = _datasets(jobs, cfg.data_workers, progress, log, meanwhile=_import_pipeline,
+                                        sensitive=frozenset({sensitive_id}))
         sensitive = sensitive.mark_sensitive(True)
         members, non_members = sensitive.split_episodes(cfg.member_fraction, seed=cfg.seed)
+        split_ids = (f"privsynth/demo-members-{cfg.sensitive_maze}{suffix}-v0",
+                     f"privsynth/demo-non-members-{cfg.sensitive_maze}{suffix}-v0")
+        _store_split((members, non_members), split_ids, sensitive_id, cfg, log)
     log(f"  members: {members.n_episodes} episodes / {members.n_transitions} transitions; "
         f"non-members: {non_members.n_episodes} / {non_members.n_transitions}")
 
-    data = _DemoData(publics, sensitive, members, non_members, synthetic_id)
+    data = _DemoData(publics, sensitive, members, non_members, synthetic_id, split_ids)
     return _pipeline(cfg, threads, out, data, clock, progress, log)
+
+
+_ARRAYS = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts", "episode_ids")
+
+
+def _store_split(parts: tuple[Any, Any], ids: tuple[str, str], source: str, cfg: DemoConfig,
+                 log: Callable[[str], None]) -> None:
+    """Save the members / non-members split in the store (sensitive, as their source), so the audit can be re-run from
+    the CLI; a stored part holding the same rows is kept."""
+    import numpy as np
+
+    from privsynth.data import minari_io
+    from privsynth.data.split import named_part
+
+    for dataset_id, role, part in zip(ids, ("members", "non-members"), parts):
+        named = named_part(part, dataset_id, source=source, role=role, fraction=cfg.member_fraction, by="episode",
+                           seed=cfg.seed)
+        if minari_io.dataset_exists(dataset_id):
+            old = minari_io.load_dataset(dataset_id)
+            if old.info.sensitive == named.info.sensitive and old.info.extra.get("split") == named.info.extra["split"] \
+                    and all(np.array_equal(getattr(old, a), getattr(named, a)) for a in _ARRAYS):
+                log(f"  reusing {dataset_id}")
+                continue
+        minari_io.write_dataset(named, dataset_id, overwrite=True)
+        log(f"  wrote {dataset_id}: {named.n_episodes} episodes, {named.n_transitions} transitions")
 
 
 @dataclass
 class _DemoData:
-    """What step 1 of the demo hands to the rest: the sets, the members/non-members split, the release's id."""
+    """What step 1 of the demo hands to the rest: the sets, the members/non-members split (and the ids it is stored
+    under), the release's id."""
 
     publics: list[Any]
     sensitive: Any
     members: Any
     non_members: Any
     synthetic_id: str
+    split_ids: tuple[str, str]
 
 
 def _pipeline(cfg: DemoConfig, threads: int, out: Path, data: _DemoData, clock: _Clock, progress: bool,
@@ -418,8 +458,10 @@ def _pipeline(cfg: DemoConfig, threads: int, out: Path, data: _DemoData, clock: 
             "sensitive": sensitive.info.name,
             # sizes only: they are treated as public (the card says so); other statistics of the
             # sensitive data (returns, rates) would be unaccounted releases and stay out of the report's header
-            "members": {"episodes": members.n_episodes, "transitions": members.n_transitions},
-            "non_members": {"episodes": non_members.n_episodes, "transitions": non_members.n_transitions},
+            "members": {"id": data.split_ids[0], "episodes": members.n_episodes,
+                        "transitions": members.n_transitions},
+            "non_members": {"id": data.split_ids[1], "episodes": non_members.n_episodes,
+                            "transitions": non_members.n_transitions},
             "synthetic": synthetic_id,
         },
         "privacy_card": result.ledger.card(),
@@ -450,13 +492,19 @@ def _num(x: Any, digits: int = 3) -> str:
 def _render(report: dict[str, Any], card_md: str, out: Path) -> str:
     cfg, sec = report["config"], report["seconds"]
     fid = report.get("fidelity") or {}
+    store = cfg["store"] or str(out / "minari")
+    members_id, non_members_id = report["datasets"]["members"]["id"], report["datasets"]["non_members"]["id"]
     lines = [
         "# privsynth demo report",
         "",
         f"Sensitive data: `{report['datasets']['sensitive']}` (members {report['datasets']['members']['transitions']}"
         f" transitions; non-members {report['datasets']['non_members']['transitions']}). Public pre-training data: "
         + ", ".join(f"`{p}`" for p in report["datasets"]["public"])
-        + f". Released synthetic dataset: `{report['datasets']['synthetic']}` in the Minari store `{cfg['store'] or str(out / 'minari')}`.",
+        + f". Released synthetic dataset: `{report['datasets']['synthetic']}` in the Minari store `{store}`.",
+        "",
+        f"The audit's members and non-members are stored (sensitive) as `{members_id}` and `{non_members_id}`; "
+        f"re-run a data-only audit with `privsynth --store {store} audit --release {report['datasets']['synthetic']} "
+        f"--members {members_id} --non-members {non_members_id} --out audit-data.json`.",
         "",
         card_md.strip(),
         "",

@@ -1,6 +1,7 @@
-"""``privsynth datasets``: make, list, show, import, export and delete local (Minari) datasets.
+"""``privsynth datasets``: make, list, show, import, export, split and delete local (Minari) datasets.
 
-Thin wrappers over :mod:`privsynth.data.pointmaze`, :mod:`privsynth.data.locomotion.generate` and :mod:`privsynth.data.minari_io`; every user error is a
+Thin wrappers over :mod:`privsynth.data.pointmaze`, :mod:`privsynth.data.locomotion.generate`,
+:mod:`privsynth.data.split` and :mod:`privsynth.data.minari_io`; every user error is a
 :class:`~privsynth.errors.PrivsynthError` (one line, exit status 2).
 """
 from __future__ import annotations
@@ -103,6 +104,16 @@ def register(subparsers: Any) -> None:
                           "d3rlpy.dataset.ReplayBuffer.load(open(FILE, 'rb'), d3rlpy.dataset.InfiniteBuffer()))")
     exp.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     exp.set_defaults(func=export_command)
+
+    sp = sub.add_parser("split", help="split a dataset at random into members and non-members (for audits)")
+    sp.add_argument("dataset_id", nargs="?", metavar="ID")
+    sp.add_argument("--fraction", type=float, default=0.8, help="share of the units that are members (default 0.8)")
+    sp.add_argument("--by", default="episode", help="unit drawn at random: episode | transition (default episode)")
+    sp.add_argument("--seed", type=int, default=0, help="seed of the random split (not private; no privacy noise)")
+    sp.add_argument("--members", default=None, metavar="OUT_ID", help="id of the members part")
+    sp.add_argument("--non-members", default=None, metavar="OUT_ID", help="id of the non-members part")
+    sp.add_argument("--overwrite", action="store_true", help="replace existing output datasets")
+    sp.set_defaults(func=_split)
 
     rm = sub.add_parser("delete", help="delete a local dataset")
     rm.add_argument("dataset_id", nargs="?", metavar="ID")
@@ -329,6 +340,22 @@ def _read_npz(path: Path, **common: Any) -> OfflineDataset:
         info.action_low = np.asarray(spaces[1].low, dtype=np.float64).reshape(-1).tolist()
         info.action_high = np.asarray(spaces[1].high, dtype=np.float64).reshape(-1).tolist()
     return ds
+
+
+def _split(args: argparse.Namespace) -> int:
+    from privsynth.data.split import write_split
+
+    source = _need_id(args)
+    if not args.members or not args.non_members:
+        raise PrivsynthError("--members OUT_ID and --non-members OUT_ID are required")
+    parts = write_split(source, args.members, args.non_members, fraction=args.fraction, by=args.by, seed=args.seed,
+                        overwrite=args.overwrite)
+    kind = "sensitive" if parts[0][1].info.sensitive else "public"
+    print(f"split {parts[0][1].info.extra['split']['source']} by {args.by} at random (fraction {args.fraction:g}, "
+          f"seed {args.seed}; {kind})")
+    for role, (out, ds) in zip(("members", "non-members"), parts):
+        print(f"  wrote {role} {out}: {ds.n_episodes} episodes, {ds.n_transitions} transitions")
+    return 0
 
 
 def _delete(args: argparse.Namespace) -> int:
