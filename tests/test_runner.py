@@ -132,8 +132,9 @@ def test_bad_suites_fail_with_one_line(tmp_path):
     with pytest.raises(InvalidData, match="non-empty list"):
         write_suite(tmp_path, "stages:\n  - {kind: echo, grid: {seed: 3}}\n")
     suite = write_suite(tmp_path, "stages:\n  - {kind: no_such_kind}\n")
-    res = run_suite(suite, progress=False, log=lambda _: None)
-    assert res["failed"] == 1 and "unknown cell kind" in res["failures"][0]["error"]
+    with pytest.raises(InvalidData, match="stage 'no_such_kind': unknown cell kind"):  # refused before any work
+        run_suite(suite, progress=False, log=lambda _: None)
+    assert not (suite.cells_dir).exists()
 
 
 def test_bench_cli(tmp_path, capsys):
@@ -219,11 +220,18 @@ def test_kind_may_be_an_importable_function(tmp_path):
         name: dotted
         stages:
           - {kind: "privsynth.evaluation.runner:_echo_cell", grid: {seed: [0]}, params: {value: 5}}
-          - {name: bad, kind: "privsynth.nope:fn"}
         """)
     res = run_suite(suite, progress=False, log=lambda _: None)
     assert res["ran"] == 1 and collect_records(suite)[0]["result"]["value"] == 5
-    assert res["failed"] == 1 and "cannot import" in res["failures"][0]["error"]
+    bad = write_suite(tmp_path, """
+        name: dotted_bad
+        stages:
+          - {kind: "privsynth.evaluation.runner:_echo_cell", grid: {seed: [0]}, params: {value: 5}}
+          - {name: bad, kind: "privsynth.nope:fn"}
+        """, name="bad")
+    with pytest.raises(InvalidData, match="stage 'bad': cannot import"):  # refused before the first stage runs
+        run_suite(bad, progress=False, log=lambda _: None)
+    assert not bad.cells_dir.exists()
 
 
 def test_needs_where_fixes_upstream_keys(tmp_path):

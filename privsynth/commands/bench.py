@@ -42,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     summary = run_suite(suite, workers=args.workers, only=args.only, dry_run=args.dry_run,
                         progress=not args.no_progress, executor=args.executor, address=args.address)
+    if args.dry_run:
+        return 0
     print(f"{suite.name}: {summary.ran} ran, {summary.skipped} skipped, {summary.failed} failed, "
           f"{summary.blocked} blocked; results in {suite.out}")
     for path in summary.tables + summary.plots:

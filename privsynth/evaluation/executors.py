@@ -15,12 +15,16 @@ from __future__ import annotations
 import concurrent.futures as cf
 import multiprocessing as mp
 import os
+import signal
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from privsynth.errors import InvalidData
 
-__all__ = ["EXECUTORS", "Executor", "LocalExecutor", "RayExecutor", "make_executor", "init_worker"]
+__all__ = ["EXECUTORS", "Executor", "LocalExecutor", "RayExecutor", "make_executor", "init_worker", "init_pool_worker"]
 
 EXECUTORS = ("local", "ray")
 
@@ -32,6 +36,36 @@ def init_worker() -> None:
     import torch
 
     torch.set_num_threads(1)
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """End this worker when the process that started it dies (even by SIGKILL): on Linux the kernel sends SIGKILL
+    (``PR_SET_PDEATHSIG``); everywhere a daemon thread checks every second whether the parent is still there."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):
+            pass
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(1)
+            time.sleep(1.0)
+
+    if os.getppid() != parent_pid:  # the parent died before we got here
+        os._exit(1)
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def init_pool_worker(parent_pid: int) -> None:
+    """Initializer of a local pool worker: :func:`init_worker`, Ctrl-C left to the parent (which cancels the queue
+    and ends the workers; a worker catching it would just move on to the next task), and death with the parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _exit_with_parent(parent_pid)
+    init_worker()
 
 
 def _call_in_worker(fn: Callable[[Any], Any], payload: Any) -> Any:
@@ -58,7 +92,11 @@ class Executor:
 
 
 class LocalExecutor(Executor):
-    """A ``spawn`` process pool of ``workers`` processes; inline (in order) when ``workers == 1``."""
+    """A ``spawn`` process pool of ``workers`` processes; inline (in order) when ``workers == 1``.
+
+    If the caller stops early (Ctrl-C in the parent, an error, or closing the generator), the queued payloads are
+    cancelled and the running workers terminated at once; on Ctrl-C the results that had already finished are still
+    yielded before ``KeyboardInterrupt`` propagates. Workers ignore Ctrl-C themselves and die with the parent."""
 
     name = "local"
 
@@ -70,11 +108,39 @@ class LocalExecutor(Executor):
             for p in payloads:
                 yield fn(p)
             return
-        with cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"),
-                                    initializer=init_worker) as ex:
-            futures = [ex.submit(fn, p) for p in payloads]
+        ex = cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"),
+                                    initializer=init_pool_worker, initargs=(os.getpid(),))
+        futures = [ex.submit(fn, p) for p in payloads]
+        given: set[cf.Future] = set()
+        try:
             for fut in cf.as_completed(futures):
+                given.add(fut)
                 yield fut.result()
+        except KeyboardInterrupt:
+            _stop_pool(ex)
+            for fut in futures:  # finished before the interrupt: hand them over so they are kept
+                if fut not in given and fut.done() and not fut.cancelled() and fut.exception() is None:
+                    given.add(fut)
+                    yield fut.result()
+            raise
+        except BaseException:  # an error, or the consumer closed the generator (GeneratorExit)
+            _stop_pool(ex)
+            raise
+        ex.shutdown(wait=True)
+
+
+def _stop_pool(ex: cf.ProcessPoolExecutor) -> None:
+    """Cancel the queued tasks and end the running workers now (``shutdown`` alone would wait for them)."""
+    procs = list((getattr(ex, "_processes", None) or {}).values())  # private, but the only handle on the workers
+    ex.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + 5.0
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
 
 
 class RayExecutor(Executor):
@@ -102,9 +168,17 @@ class RayExecutor(Executor):
         ray = self.ray
         task = ray.remote(_call_in_worker)
         pending = [task.options(num_cpus=float(cpus[i]) if cpus else 1.0).remote(fn, p) for i, p in enumerate(payloads)]
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            yield ray.get(done[0])
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                yield ray.get(done[0])
+        except BaseException:  # Ctrl-C, an error, or the consumer stopped: cancel what has not finished
+            for ref in pending:
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:  # noqa: BLE001 - best effort
+                    pass
+            raise
 
     def close(self) -> None:
         if self.started and self.ray.is_initialized():

@@ -12,8 +12,8 @@ from typing import Any
 
 from privsynth.evaluation.bench.registry import (_CELL_KINDS, _DATASET_SOURCES, _GROUP_KINDS, register_cell,
                                                  register_dataset_source, register_group)
-from privsynth.evaluation.bench.sources import (dataset_path, load_dataset_file, prepare_datasets, random_dataset,
-                                                save_dataset, split_transitions)
+from privsynth.evaluation.bench.sources import (dataset_path, load_dataset_file, random_dataset, save_dataset,
+                                                split_transitions)
 from privsynth.evaluation.bench.suite import Cell, Stage, Suite, cell_id, deep_merge, expand_stage, load_suite
 
 __all__ = [
@@ -33,6 +33,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "CellRecord": (f"{_BENCH}.records", "CellRecord"),
     "RunSummary": (f"{_BENCH}.records", "RunSummary"),
     "resolve_kind": (f"{_BENCH}.kinds", "resolve_kind"),
+    "prepare_datasets": (f"{_BENCH}.kinds", "prepare_suite_datasets"),  # every built-in source registered
     "_echo_cell": (f"{_BENCH}.kinds", "echo_cell"),  # kind "privsynth.evaluation.runner:_echo_cell"
     "collect_records": (f"{_BENCH}.plan", "collect_records"),
     "current_records": (f"{_BENCH}.plan", "current_records"),

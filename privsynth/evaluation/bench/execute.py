@@ -7,6 +7,7 @@ A cell runs as a :class:`CellJob` (what a worker needs, picklable) and comes bac
 """
 from __future__ import annotations
 
+import contextlib
 import time
 import traceback
 from dataclasses import dataclass
@@ -15,11 +16,10 @@ from typing import Any, Callable, Iterable, Iterator
 
 from privsynth.errors import InvalidData, PrivsynthError
 from privsynth.evaluation.bench.context import CellContext
-from privsynth.evaluation.bench.kinds import group_runner, resolve_kind
-from privsynth.evaluation.bench.plan import group_jobs, plan_stage
+from privsynth.evaluation.bench.kinds import group_runner, prepare_suite_datasets, resolve_kind
+from privsynth.evaluation.bench.plan import group_jobs, plan_stage, validate_suite
 from privsynth.evaluation.bench.plots import write_plots
 from privsynth.evaluation.bench.records import CellFailure, CellRecord, RunSummary, read_record, write_json
-from privsynth.evaluation.bench.sources import prepare_datasets
 from privsynth.evaluation.bench.suite import Cell, Stage, Suite
 from privsynth.evaluation.bench.tables import write_tables
 from privsynth.evaluation.executors import EXECUTORS, Executor, make_executor
@@ -118,14 +118,25 @@ def run_suite(suite: Suite, *, workers: int | None = None, only: Iterable[str] |
 
 def run(suite: Suite, pool: LazyExecutor, *, only: Iterable[str] | None = None, dry_run: bool = False,
         progress: bool = True, log: Callable[[str], None] = print) -> RunSummary:
-    """:func:`run_suite` on an executor the caller owns."""
+    """:func:`run_suite` on an executor the caller owns.
+
+    The suite is checked first (kinds, sources, ``--only`` names), dry run or not, so a typo fails before any work.
+    A dry run plans each stage as if the cells it would run had finished, so downstream cells count as "to run"."""
+    validate_suite(suite)
     only = set(only) if only else None
+    if only:
+        names = [s.name for s in suite.stages]
+        unknown = sorted(o for o in only if o not in names and o not in {s.kind for s in suite.stages})
+        if unknown:
+            raise InvalidData(f"--only {', '.join(unknown)}: no such stage in suite '{suite.name}' "
+                              f"(stages: {', '.join(names)})")
     cells_dir = suite.cells_dir
-    cells_dir.mkdir(parents=True, exist_ok=True)
     if not dry_run:
-        prepare_datasets(suite)
+        cells_dir.mkdir(parents=True, exist_ok=True)
+        prepare_suite_datasets(suite)
     summary = RunSummary(suite=suite.name)
     finished: dict[str, list[CellRecord]] = {}
+    would_run = 0
     for stage in suite.stages:
         cells, blocked = plan_stage(suite, stage, finished)
         summary.blocked += blocked
@@ -135,13 +146,21 @@ def run(suite: Suite, pool: LazyExecutor, *, only: Iterable[str] | None = None, 
         if left_out:
             todo = []
         summary.skipped += len(cells) - len(todo)
+        wait = ("no upstream cell (left out by --only, or none matches)" if dry_run
+                else "unfinished or failed upstream cells")
         log(f"[{suite.name}] stage {stage.name}: {len(cells)} cells, {done} finished, "
             + (f"{len(cells) - done} left out by --only" if left_out else f"{len(todo)} to run")
-            + (f", {blocked} waiting on unfinished or failed upstream cells" if blocked else ""))
+            + (f", {blocked} waiting on {wait}" if blocked else ""))
         if not dry_run and todo:
             _run_stage(suite, stage, todo, finished, pool, summary, progress, log)
         finished[stage.name] = _adopt_finished(cells, stage.name, cells_dir, write=not dry_run)
-    if not dry_run:
+        if dry_run:  # what this run would produce, so downstream stages plan against it
+            would_run += len(todo)
+            finished[stage.name] += [CellRecord(id=c.id, kind=c.kind, stage=c.stage, params=c.params,
+                                                upstream=c.upstream, status="planned") for c in todo]
+    if dry_run:
+        log(f"[{suite.name}] dry run: {would_run} cells would run; nothing was run or written")
+    else:
         suite.current = finished
         summary.tables = [str(p) for p in write_tables(suite)]
         summary.plots = [str(p) for p in write_plots(suite)]
@@ -158,16 +177,33 @@ def _run_stage(suite: Suite, stage: Stage, todo: list[Cell], finished: dict[str,
     if len(groups) < len(jobs):
         log(f"[{suite.name}] stage {stage.name}: {len(jobs)} cells in {len(groups)} jobs "
             f"(compatible cells train as one batched model)")
-    for rec in _map(groups, pool.get(), [stage.cpus] * len(groups), progress, f"{suite.name}/{stage.name}"):
-        if rec.done:
-            (suite.cells_dir / f"{rec.id}.failed.json").unlink(missing_ok=True)
-            write_json(suite.cells_dir / f"{rec.id}.json", rec.to_json())
-            summary.ran += 1
-        else:
-            write_json(suite.cells_dir / f"{rec.id}.failed.json", rec.to_json())
-            summary.failed += 1
-            summary.failures.append(CellFailure(id=rec.id, error=rec.first_error_line))
-            log(f"[{suite.name}] cell {rec.id} failed: {rec.first_error_line}")
+    try:
+        _collect(suite, groups, pool, stage, summary, progress, log)
+    except KeyboardInterrupt:
+        log(f"[{suite.name}] interrupted in stage {stage.name}: the cells that had finished are saved "
+            f"({summary.ran} done, {summary.failed} failed in this run); run again to continue")
+        raise
+
+
+def _collect(suite: Suite, groups: list[list[CellJob]], pool: LazyExecutor, stage: Stage, summary: RunSummary,
+             progress: bool, log: Callable[[str], None]) -> None:
+    """Run the jobs and write each record as it comes back."""
+    records = _map(groups, pool.get(), [stage.cpus] * len(groups), progress, f"{suite.name}/{stage.name}")
+    with contextlib.closing(records):  # stopping early (Ctrl-C while writing) stops the executor's workers now
+        for rec in records:
+            _store(suite, rec, summary, log)
+
+
+def _store(suite: Suite, rec: CellRecord, summary: RunSummary, log: Callable[[str], None]) -> None:
+    if rec.done:
+        (suite.cells_dir / f"{rec.id}.failed.json").unlink(missing_ok=True)
+        write_json(suite.cells_dir / f"{rec.id}.json", rec.to_json())
+        summary.ran += 1
+    else:
+        write_json(suite.cells_dir / f"{rec.id}.failed.json", rec.to_json())
+        summary.failed += 1
+        summary.failures.append(CellFailure(id=rec.id, error=rec.first_error_line))
+        log(f"[{suite.name}] cell {rec.id} failed: {rec.first_error_line}")
 
 
 def _adopt_finished(cells: list[Cell], stage_name: str, cells_dir: Path, write: bool) -> list[CellRecord]:
@@ -189,10 +225,12 @@ def _map(groups: list[list[CellJob]], executor: Executor, cpus: list[float], pro
     from tqdm import tqdm
 
     bar = tqdm(total=sum(len(g) for g in groups), desc=desc, disable=not progress, leave=False)
+    results = executor.map(execute_group, groups, cpus)
     try:
-        for recs in executor.map(execute_group, groups, cpus):
+        for recs in results:
             for rec in recs:
                 yield rec
                 bar.update()
     finally:
+        results.close()  # a generator: closing it early cancels what is queued and ends the workers
         bar.close()

@@ -14,10 +14,12 @@ from typing import Any
 
 from privsynth.errors import InvalidData
 from privsynth.evaluation.bench.context import CellContext
-from privsynth.evaluation.bench.registry import (CellFn, GroupFn, GroupKey, cell_kind, cell_kinds, group_kind,
-                                                 register_cell)
+from privsynth.evaluation.bench.registry import (CellFn, GroupFn, GroupKey, SourceFn, cell_kind, cell_kinds,
+                                                 dataset_source, dataset_sources, group_kind, register_cell)
+from privsynth.evaluation.bench.sources import prepare_datasets
 
-__all__ = ["BUILTIN_KIND_MODULES", "load_builtin_kinds", "resolve_kind", "group_runner", "echo_cell"]
+__all__ = ["BUILTIN_KIND_MODULES", "load_builtin_kinds", "resolve_kind", "resolve_source", "known_sources",
+           "prepare_suite_datasets", "group_runner", "echo_cell"]
 
 # modules whose import registers cell kinds; a listed module that does not exist (yet) is skipped
 BUILTIN_KIND_MODULES = ("privsynth.evaluation.cells", "privsynth.evaluation.method_cells")
@@ -44,6 +46,25 @@ def resolve_kind(name: str) -> CellFn:
         except (ImportError, AttributeError) as exc:
             raise InvalidData(f"cannot import cell kind '{name}': {exc}") from exc
     raise InvalidData(f"unknown cell kind '{name}': registered kinds are {', '.join(cell_kinds())}")
+
+
+def resolve_source(name: str) -> SourceFn | None:
+    """The dataset source registered as ``name``, importing the built-in cell modules first if it is not registered
+    yet (``method_example`` is registered by :mod:`privsynth.evaluation.method_cells`); None for an unknown name."""
+    if dataset_source(name) is None:
+        load_builtin_kinds()
+    return dataset_source(name)
+
+
+def known_sources() -> list[str]:
+    """Every dataset source name, the built-in cell modules' included."""
+    load_builtin_kinds()
+    return dataset_sources()
+
+
+def prepare_suite_datasets(suite: Any) -> None:
+    """:func:`~privsynth.evaluation.bench.sources.prepare_datasets` with every built-in source registered."""
+    prepare_datasets(suite, source_of=resolve_source)
 
 
 def group_runner(name: str) -> tuple[GroupKey, GroupFn] | None:

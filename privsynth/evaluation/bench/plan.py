@@ -6,14 +6,65 @@ import math
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from privsynth.errors import InvalidData
-from privsynth.evaluation.bench.kinds import group_runner
+from privsynth.evaluation.bench.kinds import group_runner, known_sources, resolve_kind, resolve_source
 from privsynth.evaluation.bench.records import CellRecord, read_record
-from privsynth.evaluation.bench.sources import resolved_spec
+from privsynth.evaluation.bench.sources import resolved_spec, source_keys
 from privsynth.evaluation.bench.suite import Cell, Stage, Suite, canonical, cell_id, dataset_names, expand_stage
 
-__all__ = ["plan_stage", "collect_records", "current_records", "records_for", "selections", "group_jobs"]
+__all__ = ["validate_suite", "plan_stage", "collect_records", "current_records", "records_for", "selections",
+           "group_jobs"]
 
 Job = TypeVar("Job")
+
+
+def validate_suite(suite: Suite) -> None:
+    """What a suite names must exist before any work starts (``load_suite`` checked its shape): every stage's
+    ``kind``, every dataset's ``source`` and the keys of its spec. Raises :class:`InvalidData` naming the place."""
+    for stage in suite.stages:
+        try:
+            resolve_kind(stage.kind)
+        except InvalidData as exc:
+            raise InvalidData(f"stage '{stage.name}': {exc}") from None
+    _check_names(suite)
+    for name, spec in suite.datasets.items():
+        if "split_of" in spec:
+            continue
+        source = spec.get("source")
+        if not isinstance(source, str) or resolve_source(source) is None:
+            raise InvalidData(f"dataset '{name}' has unknown source '{source}': use one of "
+                              f"{', '.join(known_sources())} or split_of")
+        keys = source_keys(source)
+        unknown = sorted(set(spec) - keys) if keys is not None else []
+        if unknown:
+            raise InvalidData(f"dataset '{name}' (source {source}): unknown key {', '.join(map(repr, unknown))} "
+                              f"(known: {', '.join(sorted(keys))})")
+
+
+# kinds whose ``synthesizer`` param names a synthesizer (downstream kinds also take "real": the sensitive data)
+_SYNTH_KINDS = {"pretrain": (), "synthesize": (), "agent": ("real",), "fidelity": ("real",), "mia": ("real",)}
+
+
+def _check_names(suite: Suite) -> None:
+    """``synthesizer`` and ``agent`` names of the built-in kinds, against the names the runner knows (a kind
+    module that does not list them is not checked here; its cells report unknown names)."""
+    import importlib
+
+    synths = getattr(importlib.import_module("privsynth.evaluation.cells"), "SYNTHESIZERS", None)
+    agents = None
+    for stage in suite.stages:
+        for params in expand_stage(stage):
+            name = params.get("synthesizer")
+            if stage.kind in _SYNTH_KINDS and synths and isinstance(name, str) \
+                    and name not in (*synths, *_SYNTH_KINDS[stage.kind]):
+                raise InvalidData(f"stage '{stage.name}': unknown synthesizer '{name}' (known: "
+                                  f"{', '.join((*synths, *_SYNTH_KINDS[stage.kind]))})")
+            if stage.kind == "agent" and isinstance(params.get("agent"), str):
+                if agents is None:
+                    agents = tuple(getattr(importlib.import_module("privsynth.evaluation.agents.train"), "AGENTS", ()))
+                key = params["agent"].lower().replace("+", "").replace("_", "").replace("-", "")  # as train_agent
+                if agents and key not in agents:
+                    raise InvalidData(f"stage '{stage.name}': unknown agent '{params['agent']}' (known: "
+                                      f"{', '.join(agents)})")
 
 
 def plan_stage(suite: Suite, stage: Stage, finished: dict[str, list[CellRecord]]) -> tuple[list[Cell], int]:

@@ -6,7 +6,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -15,7 +15,7 @@ from privsynth.errors import InvalidData
 from privsynth.evaluation.bench.registry import dataset_source, dataset_sources, register_dataset_source
 from privsynth.evaluation.bench.suite import Suite, canonical
 
-__all__ = ["save_dataset", "load_dataset_file", "load_dataset_info", "dataset_path", "resolved_spec", "split_transitions",
+__all__ = ["source_keys", "save_dataset", "load_dataset_file", "load_dataset_info", "dataset_path", "resolved_spec", "split_transitions",
            "prepare_datasets"]
 
 _ARRAYS = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts", "episode_ids")
@@ -65,6 +65,29 @@ def minari_dataset(dataset_id: str, **_) -> OfflineDataset:
     from privsynth.data import minari_io  # data helper
 
     return minari_io.load_dataset(dataset_id)
+
+
+_COMMON_KEYS = {"source", "sensitive", "name"}
+
+
+def source_keys(source: str) -> set[str] | None:
+    """The spec keys the built-in source ``source`` accepts (``source`` and ``sensitive`` included), for checking a
+    suite before it runs; None when unknown (a source registered elsewhere takes what it takes)."""
+    import dataclasses
+    import inspect
+
+    if source == "pointmaze":
+        from privsynth.data.pointmaze import PointMazeConfig  # data helper
+
+        return _COMMON_KEYS | {f.name for f in dataclasses.fields(PointMazeConfig)}
+    if source == "locomotion":
+        from privsynth.data.locomotion.generate import LocomotionConfig  # data helper
+
+        return _COMMON_KEYS | {f.name for f in dataclasses.fields(LocomotionConfig)}
+    fn = {"random": random_dataset, "minari": minari_dataset}.get(source)
+    if fn is None:
+        return None
+    return _COMMON_KEYS | {p for p, v in inspect.signature(fn).parameters.items() if v.kind is v.POSITIONAL_OR_KEYWORD}
 
 
 # ---------------------------------------------------------------------------------------------------- the cache
@@ -134,8 +157,13 @@ def _split(name: str, spec: dict[str, Any], whole: OfflineDataset) -> OfflineDat
     return first if spec.get("part", "first") == "first" else second
 
 
-def prepare_datasets(suite: Suite) -> None:
-    """Generate, load or split every declared dataset once, in the main process, caching them as ``.npz``."""
+def prepare_datasets(suite: Suite, source_of: Callable[[str], Any] | None = None) -> None:
+    """Generate, load or split every declared dataset once, in the main process, caching them as ``.npz``.
+
+    ``source_of(name)`` looks a source up (default: the registry as it is now). Sources registered by cell modules
+    (``method_example``) exist only once those are imported: the runner passes
+    :func:`privsynth.evaluation.bench.kinds.resolve_source`, which imports them first."""
+    source_of = source_of or dataset_source
     done: set[str] = set()
 
     def build(name: str, chain: tuple[str, ...] = ()) -> None:
@@ -154,11 +182,14 @@ def prepare_datasets(suite: Suite) -> None:
                 build(parent, chain + (name,))
                 ds = _split(name, spec, load_dataset_file(dataset_path(suite.out, parent, suite.datasets)))
             else:
-                source = dataset_source(spec.pop("source", None) or "")
+                source = source_of(spec.pop("source", None) or "")
                 if source is None:
                     raise InvalidData(f"dataset '{name}' has unknown source '{suite.datasets[name].get('source')}': "
                                       f"use one of {dataset_sources()} or split_of")
-                ds = source(**spec)
+                try:
+                    ds = source(**spec)
+                except TypeError as exc:
+                    raise InvalidData(f"dataset '{name}' (source '{suite.datasets[name].get('source')}'): {exc}") from exc
             if sensitive is not None:
                 ds.info.sensitive = bool(sensitive)
             ds.info.name = name

@@ -17,7 +17,12 @@ if TYPE_CHECKING:
     from privsynth.evaluation.bench.records import CellRecord
 
 __all__ = ["Stage", "Suite", "Cell", "load_suite", "deep_merge", "expand_stage", "cell_id", "canonical",
-           "dataset_names"]
+           "dataset_names", "check_suite", "SUITE_KEYS", "STAGE_KEYS", "NEEDS_KEYS", "PLOT_TYPES"]
+
+SUITE_KEYS = ("name", "description", "workers", "results_dir", "datasets", "defaults", "stages", "tables", "plots")
+STAGE_KEYS = ("name", "kind", "grid", "params", "needs", "cases", "cpus", "group")
+NEEDS_KEYS = ("stage", "match", "where", "optional")
+PLOT_TYPES = ("privacy_utility", "bars", "roc")  # what privsynth.evaluation.bench.plots draws
 
 
 @dataclass
@@ -86,9 +91,14 @@ def load_suite(path: str | Path, results_dir: str | Path | None = None) -> Suite
         raw = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
         raise InvalidData(f"suite file '{path}' is not valid YAML: {str(exc).splitlines()[0]}") from exc
+    if not isinstance(raw, dict):
+        raise InvalidData(f"suite file '{path}' must be a mapping with 'stages'")
+    _unknown_keys(raw, SUITE_KEYS, f"suite '{path.name}'", "top-level key")
     stages_raw = raw.get("stages")
     if not stages_raw:
         raise InvalidData(f"suite '{path.name}' has no stages")
+    if not isinstance(stages_raw, list) or not all(isinstance(s, dict) for s in stages_raw):
+        raise InvalidData(f"'stages' of suite '{path.name}' must be a list of mappings")
     defaults = raw.get("defaults", {}) or {}
     stages = [_stage(s, i, defaults, path.name) for i, s in enumerate(stages_raw)]
     names = [s.name for s in stages]
@@ -97,21 +107,106 @@ def load_suite(path: str | Path, results_dir: str | Path | None = None) -> Suite
     for s in stages:
         if s.needs and s.needs.get("stage") not in names[: names.index(s.name)]:
             raise InvalidData(f"stage '{s.name}' needs '{s.needs.get('stage')}', which is not an earlier stage")
-    return Suite(
+    suite = Suite(
         name=raw.get("name", path.stem), stages=stages, datasets=raw.get("datasets", {}) or {},
         tables=raw.get("tables", []) or [], plots=raw.get("plots", []) or [], workers=int(raw.get("workers", 1)),
         results_dir=Path(results_dir or raw.get("results_dir", "evaluation/results")),
         description=raw.get("description", ""),
     )
+    check_suite(suite, path.name)
+    return suite
+
+
+def _unknown_keys(obj: dict[str, Any], known: tuple[str, ...], where: str, what: str) -> None:
+    unknown = [k for k in obj if k not in known]
+    if unknown:
+        raise InvalidData(f"{where}: unknown {what} {', '.join(repr(k) for k in unknown)} (known: {', '.join(known)})")
+
+
+def check_suite(suite: Suite, suite_file: str = "") -> None:
+    """The suite-level checks that need no registry (``load_suite`` runs them): ``needs`` keys and ``match``/``where``
+    keys the upstream stage sets, declared datasets, no stage defining a cell twice or another stage's cells, known
+    plot types, tables and plots naming existing stages and kinds. Raises :class:`InvalidData` naming the place."""
+    where_suite = f"suite '{suite_file or suite.name}'"
+    if not isinstance(suite.datasets, dict) or not all(isinstance(v, dict) for v in suite.datasets.values()):
+        raise InvalidData(f"{where_suite}: 'datasets' must map names to specs (mappings)")
+    for name, spec in suite.datasets.items():
+        if "split_of" in spec:
+            if spec["split_of"] not in suite.datasets:
+                raise InvalidData(f"dataset '{name}' is a split of '{spec['split_of']}', which is not declared")
+            _unknown_keys(spec, ("split_of", "fraction", "part", "seed", "by", "sensitive"), f"dataset '{name}'",
+                          "split key")
+    by_name = {s.name: s for s in suite.stages}
+    seen: dict[str, str] = {}  # canonical cell definition -> stage that defines it
+    for stage in suite.stages:
+        cells = expand_stage(stage)
+        if stage.needs is not None:
+            up = by_name[stage.needs["stage"]]
+            up_keys = set(up.grid) | {k for case in up.cases for k in case} | set(up.params)
+            match = stage.needs.get("match", []) or []
+            wh = stage.needs.get("where", {}) or {}
+            if not isinstance(match, list) or not isinstance(wh, dict):
+                raise InvalidData(f"stage '{stage.name}': needs.match must be a list and needs.where a mapping")
+            for key in list(match) + list(wh):
+                if key not in up_keys:
+                    raise InvalidData(f"stage '{stage.name}' needs.{'match' if key in match else 'where'} key "
+                                      f"'{key}' is not a grid, cases or params key of stage '{up.name}' "
+                                      f"(it sets: {', '.join(sorted(map(str, up_keys))) or 'nothing'})")
+        if suite.datasets:
+            for params in cells:
+                data = params.get("data")
+                if isinstance(data, dict):
+                    sens, pub = data.get("sensitive"), data.get("public") or []
+                    pub = pub if isinstance(pub, list) else [pub]
+                    used = [n for n in [sens, *pub] if isinstance(n, str)]
+                    for name in used:
+                        if name not in suite.datasets:
+                            raise InvalidData(f"stage '{stage.name}' reads dataset '{name}', which is not declared "
+                                              f"(datasets: {', '.join(suite.datasets)})")
+        upstream = stage.needs and (stage.needs.get("stage"), canonical(stage.needs))
+        keys = [canonical({"kind": stage.kind, "params": p, "needs": upstream}) for p in cells]
+        if len(set(keys)) != len(keys):
+            raise InvalidData(f"stage '{stage.name}' defines the same cell twice (repeated 'cases' entries?)")
+        for key in keys:
+            if key in seen:
+                raise InvalidData(f"stages '{seen[key]}' and '{stage.name}' define identical cells (their records "
+                                  f"would be counted twice); drop one or make their params differ")
+            seen[key] = stage.name
+    kinds = {s.kind for s in suite.stages}
+    for what, specs in (("table", suite.tables), ("plot", suite.plots)):
+        if not isinstance(specs, list) or not all(isinstance(x, dict) for x in specs):
+            raise InvalidData(f"{where_suite}: '{what}s' must be a list of mappings")
+        for spec in specs:
+            label = f"{what} '{spec.get('name', '?')}'"
+            if what == "plot" and spec.get("type") not in PLOT_TYPES:
+                raise InvalidData(f"{label}: unknown plot type '{spec.get('type')}': use {', '.join(PLOT_TYPES)}")
+            if "stage" in spec and spec["stage"] not in by_name:
+                raise InvalidData(f"{label} reads stage '{spec['stage']}', which is not in the suite "
+                                  f"(stages: {', '.join(by_name)})")
+            if "kind" in spec and spec["kind"] not in kinds:
+                raise InvalidData(f"{label} reads kind '{spec['kind']}', which no stage has")
 
 
 def _stage(s: dict[str, Any], i: int, defaults: dict[str, Any], suite_file: str) -> Stage:
     if "kind" not in s:
         raise InvalidData(f"stage {i} of suite '{suite_file}' has no kind")
+    label = f"stage '{s.get('name', s['kind'])}'"
+    _unknown_keys(s, STAGE_KEYS, label, "key")
+    needs = s.get("needs")
+    if needs is not None:
+        if not isinstance(needs, dict) or "stage" not in needs:
+            raise InvalidData(f"{label}: 'needs' must be a mapping with 'stage'")
+        _unknown_keys(needs, NEEDS_KEYS, f"{label} needs", "key")
     grid = s.get("grid", {}) or {}
+    if not isinstance(grid, dict):
+        raise InvalidData(f"{label}: 'grid' must map keys to lists")
     for k, v in grid.items():
         if not isinstance(v, list) or not v:
-            raise InvalidData(f"grid entry '{k}' of stage '{s.get('name', s['kind'])}' must be a non-empty list")
+            raise InvalidData(f"grid entry '{k}' of {label} must be a non-empty list")
+        values = [canonical(x) for x in v]
+        dups = sorted({x for x in values if values.count(x) > 1})
+        if dups:
+            raise InvalidData(f"grid entry '{k}' of {label} repeats {', '.join(dups)}: each value once")
     cases = s.get("cases") or [{}]
     if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
         raise InvalidData(f"'cases' of stage '{s.get('name', s['kind'])}' must be a list of mappings")
