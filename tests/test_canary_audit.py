@@ -121,3 +121,55 @@ def test_canary_cli_reports_and_exits_1_when_the_claim_is_refuted(tmp_path, monk
     fake.bound = 2.0
     assert main(args) == 1
     assert main(["audit", "--canaries", "50", "--out", str(tmp_path / "c.json")]) == 2  # no --sensitive
+
+
+def test_canary_audit_without_power_says_it_is_uninformative(tmp_path, monkeypatch, capsys, public):
+    """A noise-off control the audit does not detect (22/40 right, bound 0) makes the noise-on result uninformative."""
+    from privsynth.cli import main
+    from privsynth.data import minari_io
+    from privsynth.evaluation.mia import canary
+
+    minari_io.write_dataset(public[0], "toy/pub-v0")
+    minari_io.write_dataset(make_toy_dataset(lengths=(20,) * 5, obs_dim=O, act_dim=A, seed=7, name="s"), "toy/s-v0")
+
+    def audit(correct, lb):
+        return {"epsilon_lower_bound": lb, "claimed_epsilon": 1.0, "delta": 1e-5, "canaries": 200, "guesses": 40,
+                "correct": correct, "confidence": 0.95, "consistent": lb <= 1.0}
+
+    def fake(sens, pub, cfg, **kw):
+        return {"canaries": 200, "included": 100, "guesses_per_side": 20, "confidence": 0.95, "description": "toy",
+                "max_bound": 2.2,
+                "runs": [{"label": "noise on", "noise": "on", "card": {"epsilon": 1.0}, "audits": {"release": audit(21, 0.0)}},
+                         {"label": "noise off", "noise": "off", "card": {}, "audits": {"release": audit(fake.off, fake.lb)}}]}
+
+    monkeypatch.setattr(canary, "run_canary_audit", fake)
+    out = tmp_path / "c.json"
+    args = ["audit", "--canaries", "200", "--sensitive", "toy/s-v0", "--public", "toy/pub-v0", "--out", str(out)]
+    fake.off, fake.lb = 22, 0.0
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "UNINFORMATIVE (release)" in printed and "no power" in printed
+    res = json.loads(out.read_text())["canary"]
+    assert res["power"]["release"]["informative"] is False
+    assert res["runs"][0]["audits"]["release"]["verdict"] == "uninformative"
+    md = (tmp_path / "c.md").read_text()
+    assert "**uninformative**" in md and "No power (release)" in md and "| yes |" not in md
+    fake.off, fake.lb = 40, 2.2  # the control is detected: the audit had power, the noise-on run is consistent
+    assert main(args) == 0
+    res = json.loads(out.read_text())["canary"]
+    assert res["power"]["release"]["informative"] is True
+    assert res["runs"][0]["audits"]["release"]["verdict"] == "consistent"
+    assert "UNINFORMATIVE" not in capsys.readouterr().out
+
+
+def test_assess_power_without_control_or_with_a_design_capped_below_the_claim():
+    from privsynth.evaluation.mia.canary import assess_power
+
+    a = {"epsilon_lower_bound": 0.1, "claimed_epsilon": 1.0, "correct": 22, "guesses": 40, "consistent": True}
+    one = assess_power({"max_bound": 2.0, "runs": [{"noise": "on", "audits": {"release": dict(a)}}]})
+    assert one["power"]["release"]["informative"] is None
+    assert one["runs"][0]["audits"]["release"]["verdict"] == "consistent (power unknown)"
+    capped = assess_power({"max_bound": 0.8, "runs": [{"noise": "on", "audits": {"release": dict(a)}}]})
+    assert capped["power"]["release"]["informative"] is False and "cannot refute" in capped["power"]["release"]["reason"]
+    bad = assess_power({"max_bound": 0.8, "runs": [{"noise": "on", "audits": {"release": {**a, "consistent": False}}}]})
+    assert bad["runs"][0]["audits"]["release"]["verdict"] == "violation"

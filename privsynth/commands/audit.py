@@ -1,4 +1,5 @@
-"""``privsynth audit``: membership inference against a synthesizer checkpoint (members = its fine-tuning records)."""
+"""``privsynth audit``: membership inference against a release or a synthesizer checkpoint (members = its fine-tuning
+records), tested against the privacy card's ε; the canary audit of the release pipeline."""
 from __future__ import annotations
 
 import argparse
@@ -18,13 +19,16 @@ def register(subparsers) -> None:
         "(non-members); members are the positive class. --release: data-only attacks on the published synthetic "
         "data (DCR, calibrated DCR, DOMIAS); --checkpoint: white-box attacks on the released EMA weights; "
         "--canaries M: insert M canaries into --sensitive, run the real release pipeline and lower-bound epsilon. "
-        "Writes the JSON, a markdown report and a ROC plot. See docs/audit.md.",
+        "Data-only and white-box results are tested against the privacy card's epsilon (one-run bound on "
+        "member/non-member pairs); exit status 1 when the audit refutes the claim. Writes the JSON, a markdown report "
+        "and a ROC plot (computed on sensitive data, not covered by the card). See docs/audit.md.",
     )
     p.add_argument("--release", default=None, help="Minari id (or .npz cache) of the released synthetic dataset")
     p.add_argument("--checkpoint", default=None, help="synthesizer checkpoint (.pt) to attack with white-box attacks")
     p.add_argument("--members", default=None, help="Minari dataset id (or .npz cache) of the fine-tuning records")
     p.add_argument("--non-members", default=None, help="Minari dataset id (or .npz cache) of held-out records")
-    p.add_argument("--out", required=True, help="where to write the audit JSON (report: same stem, .md and -roc.png)")
+    p.add_argument("--out", required=True,
+                   help="where to write the audit JSON, a .json path (report: same stem, .md and -roc.png)")
     p.add_argument("--reference", default=None,
                    help="attacker's reference records from the same population (dataset id: data-only calibrated "
                    "attacks); a .pt path is taken as --reference-model")
@@ -38,7 +42,11 @@ def register(subparsers) -> None:
     p.add_argument("--repeats", type=int, default=64, help="noise draws averaged by the loss attack (PrivORL: 64)")
     p.add_argument("--max-units", type=int, default=1000, help="members and non-members scored, each (PrivORL: 1000)")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates for the intervals (0 = none)")
-    p.add_argument("--seed", type=int, default=0, help="subsampling, attack noise draws and bootstrap (not privacy)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="subsampling, pairing, attack noise draws and bootstrap (the audit's design, not privacy)")
+    p.add_argument("--guesses", type=int, default=None,
+                   help="guesses on each side of the one-run ε test, fixed in advance (default: a tenth of the "
+                   "member/non-member pairs, i.e. of the smaller set, data-only and white-box; m/10 with --canaries)")
     p.add_argument("--plot", default=None, help="ROC plot path (default: <out stem>-roc.png)")
     p.add_argument("--report", default=None, help="markdown report path (default: <out stem>.md)")
     c = p.add_argument_group("canary audit of the release pipeline (privsynth.release.synthesize)")
@@ -55,7 +63,6 @@ def register(subparsers) -> None:
     c.add_argument("--samples", type=int, default=20_000, help="synthetic transitions released per run")
     c.add_argument("--finetune-epochs", type=float, default=50.0, help="fine-tuning epochs of the audited runs")
     c.add_argument("--finetune-batch-size", type=int, default=256, help="transitions per step (unit transition, noise off)")
-    c.add_argument("--guesses", type=int, default=None, help="guesses on each side (default m/10); fixed in advance")
     c.add_argument("--config", choices=["demo", "cpu"], default="demo", help="synthesizer preset")
     p.set_defaults(func=run)
 
@@ -67,11 +74,56 @@ def _load_synth(path: str):
     return load(path)
 
 
-def _load_records(ref: str):
-    if ref.endswith(".npz") and Path(ref).is_file():
-        from privsynth.evaluation.bench.sources import load_dataset_file
+_EXPORT_ARRAYS = ("observations", "actions", "rewards", "next_observations", "terminals")
 
-        return load_dataset_file(Path(ref))
+
+def _load_npz(path: Path, flag: str):
+    """A ``.npz``: the benchmark's cache (arrays + info) or ``privsynth datasets export`` / D4RL-style arrays."""
+    import zipfile
+
+    import numpy as np
+
+    from privsynth.data.dataset import DatasetInfo, OfflineDataset
+
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            files = set(z.files)
+            if "info" in files:
+                from privsynth.evaluation.bench.sources import load_dataset_file
+
+                return load_dataset_file(path)
+            missing = [k for k in _EXPORT_ARRAYS if k not in files]
+            if missing:
+                raise InvalidData(f"{flag} {path} lacks the arrays {', '.join(missing)} (expected a `privsynth "
+                                  "datasets export` file: observations, actions, rewards, next_observations, "
+                                  "terminals, timeouts, episode_ids)")
+            arrays = {k: z[k] for k in files if k in _EXPORT_ARRAYS + ("timeouts", "episode_ids")}
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        if isinstance(exc, InvalidData):
+            raise
+        raise InvalidData(f"{flag} {path} cannot be read as an .npz dataset: {exc}") from None
+    n = len(np.asarray(arrays["rewards"]).reshape(-1))
+    terminals = np.asarray(arrays["terminals"]).astype(bool).reshape(-1)
+    timeouts = np.asarray(arrays.get("timeouts", np.zeros(n, bool))).astype(bool).reshape(-1)
+    if "episode_ids" in arrays:
+        episode_ids = arrays["episode_ids"]
+    else:  # an episode ends at a terminal or a timeout
+        ends = terminals | timeouts
+        episode_ids = np.concatenate([[0], np.cumsum(ends[:-1])]) if ends.size == n else np.zeros(n)
+    return OfflineDataset(observations=arrays["observations"], actions=arrays["actions"], rewards=arrays["rewards"],
+                          next_observations=arrays["next_observations"], terminals=terminals, timeouts=timeouts,
+                          episode_ids=episode_ids, info=DatasetInfo(name=path.stem))
+
+
+def _load_records(ref: str, flag: str = "dataset"):
+    """A Minari dataset id, or a ``.npz`` file (the benchmark cache or a ``privsynth datasets export`` file)."""
+    if ref.lower().endswith(".npz"):
+        path = Path(ref).expanduser()
+        if not path.exists():
+            raise InvalidData(f"{flag} {ref}: file not found")
+        if not path.is_file():
+            raise InvalidData(f"{flag} {ref} is not a file")
+        return _load_npz(path, flag)
     from privsynth.data import minari_io
 
     return minari_io.load_dataset(ref)
@@ -94,28 +146,101 @@ def build_attacks(names: str, *, sigma: float, repeats: int, reference) -> list:
     return attacks
 
 
+_CARD_KEYS = ("epsilon", "delta", "unit", "accountant", "private", "synthesizer", "neighbouring_relation")
+
+
 def _card(ds) -> dict:
     card = getattr(getattr(ds, "info", None), "privacy_card", None) or {}
-    return {k: card.get(k) for k in ("epsilon", "delta", "unit", "accountant", "private", "synthesizer") if k in card}
+    return {k: card.get(k) for k in _CARD_KEYS if k in card}
 
 
 def _print_table(title: str, result: dict) -> None:
+    from privsynth.evaluation.mia.report import plural
+
     first = next(iter(result["attacks"].values()))
-    print(f"{title} ({result['unit']}s: {first['n_members']} members, {first['n_non_members']} non-members)")
-    print(f"{'attack':<12} {'AUC':>6} {'TPR@0.1%':>9} {'TPR@1%':>8} {'TPR@1% 95% CI':>16} {'TPR@10%':>8}")
+    print(f"{title} ({plural(result['unit'])}: {first['n_members']} members, {first['n_non_members']} non-members)")
+    print(f"{'attack':<12} {'AUC':>6} {'TPR@0.1%':>9} {'TPR@1%':>8} {'TPR@1% 95% CI':>16} {'TPR@10%':>8} "
+          f"{'eps LB (right/guesses)':>24}")
+
+    def num(v, width):
+        return f"{'n/a':>{width}}" if v is None else f"{v:{width}.3f}"
+
     for name, att in result["attacks"].items():
         t = att["tpr_at_fpr"]
-        ci = att.get("ci", {}).get("tpr_at_fpr", {}).get("0.01")
+        ci = (att.get("ci") or {}).get("tpr_at_fpr", {}).get("0.01")
         ci_s = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
-        print(f"{name:<12} {att['auc']:6.3f} {t['0.001']:9.3f} {t['0.01']:8.3f} {ci_s:>16} {t['0.1']:8.3f}")
+        et = att.get("epsilon_test") or {}
+        lb = et.get("epsilon_lower_bound")
+        et_s = f"{lb:.3f} ({et['correct']}/{et['guesses']})" if lb is not None else ("n/a" if et else "")
+        print(f"{name:<12} {att['auc']:6.3f} {num(t.get('0.001'), 9)} {num(t.get('0.01'), 8)} {ci_s:>16} "
+              f"{num(t.get('0.1'), 8)} {et_s:>24}")
+    if any(v is None for att in result["attacks"].values() for v in att["tpr_at_fpr"].values()):
+        print(f"(n/a: a TPR at FPR α needs at least 1/α non-members; {first['n_non_members']} scored)")
+
+
+def _check_output(path: str | Path, flag: str) -> None:
+    """One-line refusal of an output path that cannot be written (checked before any data is read)."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise InvalidData(f"{flag} {p} is a directory; give the path of the file to write")
+    anc = p.parent
+    while not anc.exists() and anc != anc.parent:
+        anc = anc.parent
+    if anc.exists() and not anc.is_dir():
+        raise InvalidData(f"cannot write {flag} {p}: {anc} is a file, not a directory")
+    if anc.exists() and not os.access(anc, os.W_OK | os.X_OK):
+        raise InvalidData(f"cannot write {flag} {p}: the directory {anc} is not writable")
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """Every refusal that needs no data, before any is read."""
+    import math
+
+    from privsynth.evaluation.mia.report import report_paths
+
+    if args.canaries < 0 or args.canaries == 1:
+        raise InvalidData(f"--canaries must be at least 2 (0 = no canary audit), got {args.canaries}")
+    if args.max_units is not None and args.max_units < 1:
+        raise InvalidData(f"--max-units must be at least 1 (members and non-members scored, each), "
+                          f"got {args.max_units}")
+    if args.bootstrap < 0:
+        raise InvalidData(f"--bootstrap must be 0 (no intervals) or a number of replicates, got {args.bootstrap}")
+    if args.guesses is not None and args.guesses < 1:
+        raise InvalidData(f"--guesses must be at least 1 per side, got {args.guesses}")
+    if not (args.sigma > 0 and math.isfinite(args.sigma)):
+        raise InvalidData(f"--sigma must be a positive noise level, got {args.sigma:g}")
+    if args.repeats < 1:
+        raise InvalidData(f"--repeats must be at least 1, got {args.repeats}")
+    if args.canaries:
+        if not (args.epsilon > 0 and math.isfinite(args.epsilon)):
+            raise InvalidData(f"--epsilon must be a positive finite claimed epsilon, got {args.epsilon:g}")
+        if not 0 <= args.delta < 1:
+            raise InvalidData(f"--delta must be in [0, 1), got {args.delta:g}")
+        if not args.sensitive:
+            raise InvalidData("--canaries needs --sensitive (the dataset the canaries are inserted into)")
+        if not args.public:
+            raise InvalidData("--canaries needs --public datasets: the canaries are crafted from public statistics "
+                              "(also with --pretrained)")
+        if args.guesses is not None and 2 * args.guesses > args.canaries:
+            raise InvalidData(f"--guesses must be at most half of --canaries ({args.canaries // 2}), "
+                              f"got {args.guesses}")
+        if args.canary_length is not None and args.canary_length < 1:
+            raise InvalidData(f"--canary-length must be at least 1, got {args.canary_length}")
+        if args.samples < 1:
+            raise InvalidData(f"--samples must be at least 1, got {args.samples}")
+    paths = report_paths(args.out, args.report, args.plot)
+    for flag, path in zip(("--out", "--report", "--plot"), paths):
+        _check_output(path, flag)
 
 
 def run(args: argparse.Namespace) -> int:
     from privsynth.evaluation.mia import as_adapter, run_audit
-    from privsynth.evaluation.mia.audit import run_data_audit
+    from privsynth.evaluation.mia.audit import check_environments, infer_split, run_data_audit, withhold_unsupported
     from privsynth.evaluation.mia.data_attacks import make_data_attack
+    from privsynth.evaluation.mia.epsilon import EpsilonTest, assess_claim, claim_of
     from privsynth.evaluation.mia.report import write_report
 
+    _check_args(args)
     ref_model = args.reference_model
     ref_data = args.reference
     if ref_data and ref_data.endswith(".pt") and not ref_model:
@@ -126,42 +251,74 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidData("nothing to attack: give --release (data-only), --checkpoint (white-box), or --canaries")
     if not args.members or not args.non_members:
         raise InvalidData("--members and --non-members are required (the fine-tuning records and held-out ones)")
-    members, non_members = _load_records(args.members), _load_records(args.non_members)
+    if args.members == args.non_members:
+        raise InvalidData(f"--members and --non-members are the same dataset ({args.members}): a record cannot be "
+                          "both; audit two disjoint parts of one random split")
+    members = _load_records(args.members, "--members")
+    non_members = _load_records(args.non_members, "--non-members")
+    release = _load_records(args.release, "--release") if args.release else None
+    reference = _load_records(ref_data, "--reference") if (ref_data and args.release) else None
+    check_environments({"--members": members, "--non-members": non_members, "--release": release,
+                        "--reference": reference})
+    target = _load_synth(args.checkpoint) if args.checkpoint else None
+    card = _card(release) if release is not None else {}
+    if not card and target is not None:
+        card = _card_of_synth(target)
+    # the claim under test and the design of the guesses, fixed before any score is seen
+    claim, _ = claim_of(card)
+    data_names = wb_names = []
+    if release is not None:
+        names = args.data_attacks or ("dcr,dcr_ref,domias" if reference is not None else "dcr")
+        data_names = [n.strip() for n in names.split(",") if n.strip()]
+    ref_adapter = None
+    if target is not None:
+        ref_adapter = as_adapter(_load_synth(ref_model)) if ref_model else None
+        if args.attacks:
+            wb = args.attacks
+        elif not as_adapter(target, args.unit).has_denoiser:  # baselines, DP-Transformer: the loss attack only
+            wb = "loss,loss_ref" if ref_adapter is not None else "loss"
+        else:
+            wb = "loss,pia,loss_ref" if ref_adapter is not None else "loss,pia"
+        wb_names = [n.strip() for n in wb.split(",") if n.strip()]
+    n_tests = len(data_names) + len(wb_names)
+    test = None
+    if claim is not None and n_tests:
+        test = EpsilonTest(epsilon=claim["epsilon"], delta=claim["delta"], relation=claim["relation"],
+                           guesses=args.guesses, confidence=1 - 0.05 / n_tests, family_confidence=0.95,
+                           tests=n_tests, seed=args.seed)
     report: dict = {"title": f"MIA audit of {args.release or Path(args.checkpoint).name}",
                     "target": {"release": args.release, "checkpoint": args.checkpoint, "members": args.members,
-                               "non_members": args.non_members, "reference": ref_data, "reference_model": ref_model},
+                               "non_members": args.non_members, "reference": ref_data, "reference_model": ref_model,
+                               "unit": args.unit},
+                    "card": card,
                     "command": _command_line()}
-    if args.release:
-        release = _load_records(args.release)
-        report["card"] = _card(release)
-        reference = _load_records(ref_data) if ref_data else None
-        names = args.data_attacks or ("dcr,dcr_ref,domias" if reference is not None else "dcr")
-        attacks = [make_data_attack(n.strip(), args.unit) for n in names.split(",") if n.strip()]
-        report["data_only"] = run_data_audit(release, members, non_members, attacks, reference=reference,
-                                             unit=args.unit, max_units=args.max_units, seed=args.seed,
-                                             n_boot=args.bootstrap)
-    if args.checkpoint:
-        target = _load_synth(args.checkpoint)
-        reference = as_adapter(_load_synth(ref_model)) if ref_model else None
-        if args.attacks:
-            names = args.attacks
-        elif not as_adapter(target, args.unit).has_denoiser:  # baselines, DP-Transformer: the loss attack only
-            names = "loss,loss_ref" if reference is not None else "loss"
-        else:
-            names = "loss,pia,loss_ref" if reference is not None else "loss,pia"
-        attacks = build_attacks(names, sigma=args.sigma, repeats=args.repeats, reference=reference)
-        report["white_box"] = run_audit(target, members, non_members, attacks, unit=args.unit,
-                                        max_units=args.max_units, seed=args.seed, n_boot=args.bootstrap)
-        if not report.get("card"):
-            report["card"] = _card_of_synth(target)
-    out = Path(args.out)
-    written = write_report(report, out, args.report, args.plot)
+    if release is not None:
+        attacks = [make_data_attack(n, args.unit) for n in data_names]
+        report["data_only"] = withhold_unsupported(run_data_audit(
+            release, members, non_members, attacks, reference=reference, unit=args.unit, max_units=args.max_units,
+            seed=args.seed, n_boot=args.bootstrap, test=test))
+    if target is not None:
+        attacks = build_attacks(",".join(wb_names), sigma=args.sigma, repeats=args.repeats, reference=ref_adapter)
+        report["white_box"] = withhold_unsupported(run_audit(
+            target, members, non_members, attacks, unit=args.unit, max_units=args.max_units, seed=args.seed,
+            n_boot=args.bootstrap, test=test))
+    split = infer_split(members, non_members) if claim is not None else None
+    report["epsilon_audit"] = assess_claim(card, args.unit, split, {"data-only": report.get("data_only"),
+                                                                    "white-box": report.get("white_box")})
+    try:
+        written = write_report(report, Path(args.out), args.report, args.plot)
+    except OSError as exc:
+        raise InvalidData(f"cannot write the report: {exc.strerror or exc} ({getattr(exc, 'filename', '')})") from None
     if report.get("data_only"):
         _print_table("data-only attacks on the release", report["data_only"])
     if report.get("white_box"):
         _print_table("white-box attacks on the weights", report["white_box"])
+    ea = report["epsilon_audit"]
+    print(ea["line"])
+    for note in ea.get("notes", []):
+        print(f"note: {note}")
     print("wrote " + ", ".join(str(p) for p in written.values()))
-    return 0
+    return 1 if ea["status"] == "violation" else 0  # as the canary audit: the claim was proved wrong
 
 
 def _card_of_synth(synth) -> dict:
@@ -169,7 +326,7 @@ def _card_of_synth(synth) -> dict:
         card = synth.card()
     except Exception:  # stand-ins and old checkpoints carry no card
         return {}
-    return {k: card.get(k) for k in ("epsilon", "delta", "unit", "accountant", "private", "synthesizer") if k in card}
+    return {k: card.get(k) for k in _CARD_KEYS if k in card}
 
 
 def _command_line() -> str | None:
@@ -184,13 +341,9 @@ def _command_line() -> str | None:
 
 
 def _run_canary(args: argparse.Namespace, ref_model: str | None) -> int:
-    from privsynth.evaluation.mia.canary import CanaryAuditConfig, run_canary_audit
+    from privsynth.evaluation.mia.canary import CanaryAuditConfig, assess_power, run_canary_audit
     from privsynth.evaluation.mia.report import write_report
 
-    if not args.sensitive:
-        raise InvalidData("--canaries needs --sensitive (the dataset the canaries are inserted into)")
-    if not args.public and not args.pretrained:
-        raise InvalidData("--canaries needs --public datasets or a --pretrained synthesizer")
     cfg = CanaryAuditConfig(
         canaries=args.canaries, unit=args.unit, epsilon=args.epsilon, delta=args.delta, samples=args.samples,
         canary_length=args.canary_length or (16 if args.unit == "trajectory" else 1),
@@ -198,22 +351,32 @@ def _run_canary(args: argparse.Namespace, ref_model: str | None) -> int:
         preset=args.config, seed=args.seed,
         noise=("on", "off") if args.noise == "both" else (args.noise,),
     )
-    public = [_load_records(p) for p in args.public.split(",")] if args.public else []
-    canary = run_canary_audit(_load_records(args.sensitive), public, cfg, pretrained=args.pretrained,
+    public = [_load_records(p, "--public") for p in args.public.split(",") if p.strip()]
+    canary = run_canary_audit(_load_records(args.sensitive, "--sensitive"), public, cfg, pretrained=args.pretrained,
                               reference_model=ref_model)
+    canary = assess_power(canary)
     report = {"title": f"Canary audit of the release pipeline on {args.sensitive}",
-              "target": {"release": f"privsynth.release.synthesize on {args.sensitive}"},
+              "target": {"release": f"privsynth.release.synthesize on {args.sensitive}", "unit": args.unit},
               "card": canary["runs"][0].get("card", {}), "canary": canary,
               "command": _command_line()}
-    written = write_report(report, Path(args.out), args.report, args.plot)
-    print(f"{'run':<10} {'scored from':<12} {'correct/guesses':>16} {'eps lower bound':>16} {'claimed eps':>12}")
+    try:
+        written = write_report(report, Path(args.out), args.report, args.plot)
+    except OSError as exc:
+        raise InvalidData(f"cannot write the report: {exc.strerror or exc} ({getattr(exc, 'filename', '')})") from None
+    print(f"{'run':<10} {'scored from':<12} {'correct/guesses':>16} {'eps lower bound':>16} {'claimed eps':>12}  "
+          "verdict")
     code = 0
     for run_ in canary["runs"]:
         for src, a in run_["audits"].items():
             print(f"{run_['label']:<10} {src:<12} {a['correct']:>8}/{a['guesses']:<7} "
-                  f"{a['epsilon_lower_bound']:16.3f} {a['claimed_epsilon']:12.3f}")
+                  f"{a['epsilon_lower_bound']:16.3f} {a['claimed_epsilon']:12.3f}  {a.get('verdict', '')}")
             if run_["noise"] == "on" and not a["consistent"]:
                 code = 1  # the audit proved the release's claim wrong
     print(f"(the largest bound this design can show, every guess right: {canary['max_bound']:.3f})")
+    for src, pw in canary.get("power", {}).items():
+        if pw["informative"] is False:
+            print(f"UNINFORMATIVE ({src}): {pw['reason']}")
+        elif pw["informative"] is None:
+            print(f"power unknown ({src}): {pw['reason']}")
     print("wrote " + ", ".join(str(p) for p in written.values()))
     return code

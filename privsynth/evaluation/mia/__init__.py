@@ -4,7 +4,8 @@
 reference model, the calibrated loss attack (white-box, one adapter per synthesizer class).
 ``run_data_audit(release, members, non_members, reference=...)`` runs the data-only attacks on a released dataset
 (DCR, calibrated DCR, DOMIAS; per episode for trajectories). ``canary.run_canary_audit`` lower-bounds ε for the
-release pipeline. Metrics follow the members-positive convention (TPR at the last ROC point with FPR ≤ α); reports
+release pipeline; ``epsilon`` tests data-only and white-box scores against the card's ε (a one-run bound on
+member/non-member pairs). Metrics follow the members-positive convention (TPR at the last ROC point with FPR ≤ α); reports
 come from ``report.write_report``. See ``docs/audit.md``.
 """
 from privsynth.evaluation.mia.adapters import DiffusionAdapter, EDMAdapter, TrajectoryAdapter, as_adapter

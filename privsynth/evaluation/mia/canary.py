@@ -39,7 +39,7 @@ from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.errors import InvalidData
 
 __all__ = ["CanaryAuditConfig", "make_canaries", "insert_canaries", "score_canaries_from_release",
-           "run_canary_audit"]
+           "run_canary_audit", "assess_power"]
 
 
 @dataclass
@@ -223,7 +223,7 @@ def run_canary_audit(
         log(f"  {runs[-1]['label']}: " + ", ".join(
             f"{src}: {a['correct']}/{a['guesses']} correct, eps >= {a['epsilon_lower_bound']:.2f} (claim {claimed:.2f})"
             for src, a in audits.items()))
-    return {
+    return assess_power({
         "canaries": cfg.canaries,
         "included": int(included.sum()),
         "guesses_per_side": k,
@@ -238,7 +238,55 @@ def run_canary_audit(
                        "and public-reference-calibrated loss on the released EMA weights ('weights').",
         "pretrain_seconds": seconds["pretrain"],
         "runs": runs,
-    }
+    })
+
+
+def assess_power(result: dict[str, Any]) -> dict[str, Any]:
+    """Give every run's audit a ``verdict`` and the result a ``power`` entry per score source (in place).
+
+    A noise-on audit that refutes its claim is a violation whatever else happened. One that does not is only evidence
+    when the audit could have seen a leak: the noise-off control (the same pipeline without clipping or noise) must be
+    refuted by the same canaries and scores, and the design must be able to show more than the claim at all
+    (``max_bound``). Otherwise the result is uninformative, or of unknown power without a control.
+    """
+    runs = result.get("runs", [])
+    off = next((r for r in runs if r.get("noise") == "off"), None)
+    max_bound = result.get("max_bound")
+    power: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        for src, a in run.get("audits", {}).items():
+            if run.get("noise") == "off":
+                a["verdict"] = "control not detected" if a["consistent"] else "control detected"
+                continue
+            claimed = a["claimed_epsilon"]
+            ctrl = off["audits"].get(src) if off else None
+            if max_bound is not None and max_bound <= claimed:
+                informative, reason = False, (
+                    f"this design shows at most ε ≥ {max_bound:.2f} even with every guess right, not more than the "
+                    f"claimed ε = {claimed:.2f}: it cannot refute the claim (more canaries needed)")
+            elif ctrl is None:
+                informative, reason = None, ("no noise-off control was run (--noise both runs one): whether these "
+                                             "canaries and scores can see a leak at all is unknown")
+            elif ctrl["consistent"]:
+                informative, reason = False, (
+                    f"the noise-off control was not detected ({ctrl['correct']}/{ctrl['guesses']} guesses right, "
+                    f"ε ≥ {ctrl['epsilon_lower_bound']:.2f}, not above {ctrl['claimed_epsilon']:.2f}): the audit "
+                    "had no power, so its noise-on result is uninformative")
+            else:
+                informative, reason = True, (
+                    f"the noise-off control was detected ({ctrl['correct']}/{ctrl['guesses']} right, ε ≥ "
+                    f"{ctrl['epsilon_lower_bound']:.2f} > {ctrl['claimed_epsilon']:.2f}): the audit could see a leak")
+            if not a["consistent"]:
+                a["verdict"] = "violation"
+            elif informative is False:
+                a["verdict"] = "uninformative"
+            elif informative is None:
+                a["verdict"] = "consistent (power unknown)"
+            else:
+                a["verdict"] = "consistent"
+            power[src] = {"informative": informative, "reason": reason}
+    result["power"] = power
+    return result
 
 
 def _public_of(pretrained) -> list[OfflineDataset]:
