@@ -5,7 +5,9 @@ The kinds glue library functions, nothing more:
 * ``pretrain``: :class:`privsynth.synth.TransitionSynthesizer` pre-trained on the public datasets (checkpoint).
 * ``synthesize``: DP fine-tune of the upstream pre-trained checkpoint on the sensitive dataset (or plain fine-tune for
   ``epsilon: null``; ``finetune: none`` with ``epsilon: 0.0``: none at all, the public model alone), then sampling;
-  writes ``synthetic.npz``, ``model.pt`` and the ledger.
+  writes ``synthetic.npz``, ``model.pt`` and the ledger. Any other registered synthesizer (``privorl-n`` without a
+  pretrain upstream, ``privorl-j``, the baselines, ...) runs through :func:`_synthesize_registered` and writes
+  ``model.ckpt`` instead.
 * ``agent``: :func:`privsynth.evaluation.agents.train_agent` on the synthetic (or, for ``synthesizer: real``, the real)
   data (``postprocess: true``: post-processed first, :mod:`privsynth.release.postprocess`), evaluated in the real
   environment; final (last-K mean) and best scores. Compatible agent cells of a stage
@@ -15,7 +17,11 @@ The kinds glue library functions, nothing more:
   fine-tuning data, non-members = a held-out split; the public pre-trained checkpoint is the reference model.
 
 Imports are local so that a missing optional part fails only the cells that need it. Synthesizer settings come as
-``config: {preset: cpu|demo|paper, <section>: {<field>: value}}`` overrides of the dataclass config.
+``config: {preset: cpu|demo|paper|tiny, <section>: {<field>: value}}`` overrides of the dataclass config (sections
+under a synthesizer's name apply to that synthesizer only; an unknown setting is refused, :func:`_split_config`).
+
+Why this module is long: it holds every built-in kind (one import registers them all, :mod:`.bench.kinds`) and the
+helpers they share (config overrides, upstream model and data lookup); each kind is one short function.
 """
 from __future__ import annotations
 
@@ -59,17 +65,37 @@ def _apply(obj: Any, overrides: dict[str, Any], where: str = "config") -> None:
             setattr(obj, key, tuple(value) if isinstance(current, tuple) and isinstance(value, list) else value)
 
 
-def synth_config(spec: dict[str, Any] | None, seed: int = 0):
-    """A :class:`TransitionSynthConfig` from ``{preset: ..., section: {field: value}}``."""
-    from privsynth.synth import config as sc
+def _split_config(spec: dict[str, Any] | None, name: str) -> tuple[str, dict[str, Any]]:
+    """``(preset, overrides)`` of synthesizer ``name`` from a cell's ``config``.
+
+    ``config: {preset: tiny, finetune: {epochs: 5}}``: sections and fields at the top apply to the cell's synthesizer;
+    sections under a synthesizer's name (``config: {privorl-j: {dp: {...}}}``) apply only to that synthesizer (one
+    grid may mix synthesizers whose configs share no fields) and win over the top-level ones. Unknown settings are
+    refused by :func:`privsynth.config_io.override` (or the baseline's own check), naming the key."""
+    from privsynth.evaluation.bench.suite import deep_merge
 
     spec = dict(spec or {})
     preset = spec.pop("preset", "cpu")
-    makers = {"cpu": sc.cpu_config, "demo": sc.demo_config, "paper": sc.paper_config}
-    if preset not in makers:
-        raise InvalidData(f"unknown synthesizer preset '{preset}': choose from {', '.join(makers)}")
-    cfg = makers[preset]()
-    _apply(cfg, spec)
+    own = {"privorl-n", "privorl_n"} if name in ("privorl-n", "privorl_n") else {name}
+    nested: dict[str, Any] = {}
+    for key in [k for k in spec if k in SYNTHESIZERS]:
+        value = spec.pop(key)
+        if not isinstance(value, dict):
+            raise InvalidData(f"config.{key} must be a mapping of {key} settings, not {type(value).__name__}")
+        if key in own:
+            nested = deep_merge(nested, value)
+    return str(preset), deep_merge(spec, nested)
+
+
+def synth_config(spec: dict[str, Any] | None, seed: int = 0):
+    """A :class:`TransitionSynthConfig` from ``{preset: ..., section: {field: value}}``; every preset the registry
+    knows for ``privorl-n`` (``cpu``, ``demo``, ``paper``, ``tiny``)."""
+    from privsynth.config_io import override
+    from privsynth.synth import registry
+
+    preset, overrides = _split_config(spec, "privorl-n")
+    cfg = registry.make("privorl-n", preset=preset).config
+    override(cfg, overrides)
     cfg.seed = seed
     return cfg
 
@@ -168,8 +194,11 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
             raise InvalidData(f"cell {ctx.cell_id}: finetune: none spends no privacy budget; set epsilon: 0.0")
     if ctx.upstream is not None:
         synth = TransitionSynthesizer.load(ctx.upstream_dir / "model.pt")
-        fixed = ("preset", "denoiser", "edm", "pretrain", "next_state")  # set by the checkpoint; the rest may change per cell
-        _apply(synth.config, {k: v for k, v in (params.get("config") or {}).items() if k not in fixed})
+        from privsynth.config_io import override
+
+        fixed = ("denoiser", "edm", "pretrain", "next_state")  # set by the checkpoint; the rest may change per cell
+        overrides = _split_config(params.get("config"), name)[1]
+        override(synth.config, {k: v for k, v in overrides.items() if k not in fixed})
         synth.config.seed = seed
     elif params.get("pretrain", "none") == "none":
         # no-pre-training ablation: fresh weights; the normaliser still comes from public data (never sensitive)
@@ -217,10 +246,13 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
 
 def _synthesize_registered(name: str, params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     """Any registered synthesizer through the same steps: make, fit (pre-train on the public data, DP fine-tune at
-    ``epsilon``), sample ``num_samples`` transitions, save data, model and ledger.
+    ``epsilon``), sample ``num_samples`` transitions, save data, model (``model.ckpt``) and ledger.
 
-    ``config: {preset: tiny, privorl-j: {finetune: {epochs: 20}}}``: the preset applies to every name, overrides sit
-    under the synthesizer's name (one suite grid mixes synthesizers whose configs share no fields)."""
+    ``config: {preset: tiny, finetune: {epochs: 20}}`` sets the cell's synthesizer (:func:`_split_config`);
+    ``config: {preset: tiny, privorl-j: {finetune: {epochs: 20}}}`` only when the cell's synthesizer is privorl-j.
+    Result keys: ``fit_seconds`` (pre-train + fine-tune), ``pretrain_seconds``, ``finetune_seconds``, ``unit``, the
+    fine-tune's ``dp_steps`` / ``dp_noise_multiplier`` / ``dp_sample_rate`` when the synthesizer records them,
+    ``sample_seconds``, ``n_synthetic``, ``dp_epsilon``, ``n_parameters``, ``peak_rss_mb``."""
     from privsynth.release import release_dataset
     from privsynth.synth import registry
 
@@ -229,14 +261,25 @@ def _synthesize_registered(name: str, params: dict[str, Any], ctx: CellContext) 
         raise InvalidData(f"cell {ctx.cell_id}: {name} runs only with a DP budget; give an epsilon")
     epsilon, delta = float(params["epsilon"]), float(params.get("delta", 1e-5))
     unit = params.get("unit", entry.units[0])
-    spec = dict(params.get("config") or {})
-    synth = registry.make(name, preset=spec.pop("preset", "cpu"), **spec.get(name, {}))
+    if unit not in entry.units:
+        raise InvalidData(f"{name} protects {' or '.join(entry.units)}, not '{unit}'")
+    preset, overrides = _split_config(params.get("config"), name)
+    synth = registry.make(name, preset=preset, **overrides)
     if hasattr(synth.config, "seed"):
         synth.config.seed = int(params.get("seed", 0))
     sensitive = ctx.dataset(params["data"]["sensitive"])
+    public = _public(params, ctx)
     t0 = time.perf_counter()
-    registry.fit(synth, sensitive, public=_public(params, ctx), epsilon=epsilon, delta=delta, unit=unit)
-    out: dict[str, Any] = {"fit_seconds": time.perf_counter() - t0, "unit": unit}
+    registry._call(synth.pretrain, public, progress=False)  # registry.fit's first step, timed on its own
+    t1 = time.perf_counter()
+    registry.fit(synth, sensitive, public=None, epsilon=epsilon, delta=delta, unit=unit)
+    t2 = time.perf_counter()
+    out: dict[str, Any] = {"fit_seconds": t2 - t0, "pretrain_seconds": t1 - t0, "finetune_seconds": t2 - t1,
+                           "unit": unit}
+    tuned = [h for h in getattr(synth, "history", []) or [] if h.get("phase") == "finetune"]
+    for key in ("noise_multiplier", "steps", "sample_rate"):
+        if tuned and isinstance(tuned[-1].get(key), (int, float)):
+            out[f"dp_{key}"] = tuned[-1][key]
     n = int(params.get("num_samples", 0))
     if n > 0:
         t0 = time.perf_counter()
@@ -245,10 +288,31 @@ def _synthesize_registered(name: str, params: dict[str, Any], ctx: CellContext) 
         out["n_synthetic"] = len(synthetic)
         out["dp_epsilon"] = release_dataset(synthetic, synth.ledger, None, epsilon_budget=epsilon, delta=delta)
         save_dataset(synthetic, ctx.artifact_dir / "synthetic.npz")
+    if callable(getattr(synth, "n_parameters", None)):
+        out["n_parameters"] = synth.n_parameters()
     synth.save(ctx.artifact_dir / "model.ckpt")  # registry.load reads it back (format tag inside the file)
     (ctx.artifact_dir / "ledger.json").write_text(synth.ledger.to_json())
     out["peak_rss_mb"] = _peak_rss_mb()
     return out
+
+
+def upstream_model(ctx: CellContext, need_model: bool = True) -> tuple[Any, float | None]:
+    """The upstream synthesize cell's saved model file and the seconds it spent learning from the sensitive data:
+    ``model.pt`` and ``finetune_seconds`` of a pipeline cell (``privorl_n``, or ``privorl-n`` after a pretrain cell),
+    ``model.ckpt`` and ``finetune_seconds`` (older records: ``fit_seconds``) of a registry cell. No model file is
+    refused (one line) when ``need_model``, else returned as None."""
+    if ctx.upstream is None:
+        raise InvalidData(f"cell {ctx.cell_id} needs an upstream synthesize cell")
+    found = [ctx.upstream_dir / f for f in ("model.pt", "model.ckpt") if (ctx.upstream_dir / f).exists()]
+    if not found and not need_model:
+        found = [None]
+    if not found:
+        raise InvalidData(f"cell {ctx.cell_id}: upstream cell {ctx.upstream.id} left no model.pt or model.ckpt in "
+                          f"{ctx.upstream_dir} (is it a synthesize cell? its artifacts may have been deleted: "
+                          "delete its record to re-run it)")
+    res = ctx.upstream.result or {}
+    seconds = res.get("finetune_seconds", res.get("fit_seconds"))
+    return found[0], (float(seconds) if isinstance(seconds, (int, float)) else None)
 
 
 @register_cell("agent")
@@ -310,15 +374,14 @@ def mia_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     when there is one, is the reference model. With a ``pretrain`` upstream it attacks a model that never saw the
     members (a control: any signal there is distribution shift between the two sets, not leakage)."""
     from privsynth.evaluation.mia import ReferenceAttack, as_adapter, make_attack, run_audit
-    from privsynth.synth import TransitionSynthesizer
+    from privsynth.synth import registry
 
-    if ctx.upstream is None:
-        raise InvalidData(f"mia cell {ctx.cell_id} needs an upstream synthesize cell")
-    target = TransitionSynthesizer.load(ctx.upstream_dir / "model.pt")
+    model_path, _ = upstream_model(ctx)
+    target = registry.load(model_path)
     pre_id = ctx.upstream.upstream
     reference = None
     if pre_id and (ctx.suite_dir / "artifacts" / pre_id / "model.pt").exists():
-        reference = as_adapter(TransitionSynthesizer.load(ctx.suite_dir / "artifacts" / pre_id / "model.pt"))
+        reference = as_adapter(registry.load(ctx.suite_dir / "artifacts" / pre_id / "model.pt"))
     attacks = []
     for spec in params.get("attacks", [{"name": "loss"}, {"name": "pia"}, {"name": "loss_ref"}]):
         spec = dict(spec)
@@ -371,18 +434,24 @@ def mia_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
 @register_cell("cost")
 def cost_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     """Resource cost of the upstream synthesize cell (PrivORL Table XI): wall time per phase, time per optimiser step,
-    sampling throughput, checkpoint size, parameters, peak memory of the worker process."""
-    if ctx.upstream is None:
-        raise InvalidData(f"cost cell {ctx.cell_id} needs an upstream synthesize cell")
-    res = ctx.upstream.result
-    out = {k: res[k] for k in ("finetune_seconds", "sample_seconds", "n_parameters", "peak_rss_mb") if k in res}
+    sampling throughput, checkpoint size, parameters, peak memory of the worker process. Reads a pipeline cell
+    (``model.pt``) and a registry cell (``model.ckpt``, whose ``fit_seconds`` also counts its pre-training) alike."""
+    model, finetune_seconds = upstream_model(ctx, need_model=False)  # no model file: no checkpoint_mb
+    res = ctx.upstream.result or {}
+    if finetune_seconds is None:
+        raise InvalidData(f"cost cell {ctx.cell_id}: upstream cell {ctx.upstream.id} recorded no finetune_seconds or "
+                          "fit_seconds (is it a synthesize cell?)")
+    out: dict[str, Any] = {"finetune_seconds": finetune_seconds}
+    out.update({k: res[k] for k in ("fit_seconds", "pretrain_seconds", "sample_seconds", "n_parameters", "peak_rss_mb")
+                if k in res})
     steps = res.get("dp_steps")
     if steps:
-        out["seconds_per_step"] = res["finetune_seconds"] / steps
+        out["seconds_per_step"] = finetune_seconds / steps
     if res.get("sample_seconds") and res.get("n_synthetic"):
         out["samples_per_second"] = res["n_synthetic"] / res["sample_seconds"]
-    model = ctx.upstream_dir / "model.pt"
-    if model.exists():
-        out["checkpoint_mb"] = model.stat().st_size / 2**20
+    if model is not None:
+        files = [model] if model.is_file() else [p for p in model.rglob("*") if p.is_file()]
+        size = sum(p.stat().st_size for p in files)
+        out["checkpoint_mb"] = size / 2**20
     out["private"] = ctx.upstream.params.get("epsilon") is not None
     return out

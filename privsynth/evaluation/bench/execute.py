@@ -162,8 +162,10 @@ def run(suite: Suite, pool: LazyExecutor, *, only: Iterable[str] | None = None, 
         log(f"[{suite.name}] dry run: {would_run} cells would run; nothing was run or written")
     else:
         suite.current = finished
-        summary.tables = [str(p) for p in write_tables(suite)]
-        summary.plots = [str(p) for p in write_plots(suite)]
+        try:
+            summary.tables = [str(p) for p in write_tables(suite, log=log)]
+        finally:  # a refused table (a key no cell has) still leaves the plots written; the cells are saved anyway
+            summary.plots = [str(p) for p in write_plots(suite, log=log)]
     return summary
 
 

@@ -4,20 +4,50 @@ membership-inference cells (docs/benchmarks.md, "Where things go")."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from privsynth.errors import InvalidData
-from privsynth.evaluation.bench.plan import selections
+from privsynth.evaluation.bench.plan import records_for
 from privsynth.evaluation.bench.suite import Suite
-from privsynth.evaluation.bench.tables import eps_label, label, records_frame
+from privsynth.evaluation.bench.tables import eps_label, label, made_by, records_frame, remove_stale
 
-__all__ = ["write_plots", "privacy_utility_plot", "bars_plot"]
+__all__ = ["write_plots", "privacy_utility_plot", "bars_plot", "axis_label", "AXIS_LABELS"]
+
+_SCORE = "normalised return (0 = random, 100 = expert)"
+AXIS_LABELS = {
+    "final_score": f"final {_SCORE}",
+    "best_score": f"best {_SCORE}",
+    "marginal": "marginal fidelity (1 − KS, 1 = same marginals)",
+    "correlation": "correlation fidelity (1 = same correlations)",
+    "dp_epsilon": "ε spent",
+    "fit_seconds": "fit time (s, pre-train + fine-tune)",
+    "finetune_seconds": "fine-tune time (s)",
+    "sample_seconds": "sampling time (s)",
+    "seconds_per_step": "seconds per DP step",
+    "samples_per_second": "samples per second",
+    "checkpoint_mb": "checkpoint size (MB)",
+    "peak_rss_mb": "peak memory (MB)",
+}
 
 
-def write_plots(suite: Suite) -> list[Path]:
-    """Privacy-utility curves (value vs ε per series) and ROC plots of MIA cells."""
+def axis_label(key: str) -> str:
+    """What the number ``key`` is, for an axis: ``final_score`` → "final normalised return (0 = random, 100 =
+    expert)", ``loss_auc`` → "loss attack AUC"; the key itself when unknown."""
+    if key in AXIS_LABELS:
+        return AXIS_LABELS[key]
+    if key.endswith("_auc"):
+        return f"{key[:-4]} attack AUC (0.5 = chance)"
+    if "_tpr@" in key:
+        attack, at = key.split("_tpr@", 1)
+        return f"{attack} attack TPR at {at} FPR"
+    return key
+
+
+def write_plots(suite: Suite, log: Callable[[str], None] | None = print) -> list[Path]:
+    """Privacy-utility curves (value vs ε per series), grouped bars and ROC plots of MIA cells. A plot with nothing
+    to draw (no current cell, or no cell with its ``y``) is not written, its old file is removed, and it says so."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -26,18 +56,30 @@ def write_plots(suite: Suite) -> list[Path]:
     out_dir = suite.out / "plots"
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for spec, recs in selections(suite, suite.plots):
+    origin = made_by(suite)
+    for spec in suite.plots:
+        if spec.get("type") not in ("privacy_utility", "bars", "roc"):
+            raise InvalidData(f"unknown plot type '{spec.get('type')}': use privacy_utility, bars or roc")
+        recs = records_for(suite, spec)
+        if not recs:
+            remove_stale(spec["name"], out_dir, (".png",), log=log, what="plot")
+            continue
+        spec = {**spec, "title": spec.get("title") or f"{spec['name']} ({origin.split(',')[0]})"}
         path = out_dir / f"{spec['name']}.png"
         if spec["type"] == "privacy_utility":
-            privacy_utility_plot(plt, recs, spec, path)
+            drawn = privacy_utility_plot(plt, recs, spec, path)
         elif spec["type"] == "bars":
-            if not bars_plot(plt, recs, spec, path):
-                continue
-        elif spec["type"] == "roc":
-            if not _roc_plot(recs, spec, path):
-                continue
+            drawn = bars_plot(plt, recs, spec, path)
         else:
-            raise InvalidData(f"unknown plot type '{spec['type']}': use privacy_utility, bars or roc")
+            drawn = _roc_plot(recs, spec, path)
+        if not drawn:
+            y = spec.get("y", spec.get("audit", "audit"))
+            keys = ", ".join(sorted(str(c) for c in records_frame(recs).columns))
+            removed = remove_stale(spec["name"], out_dir, (".png",), log=None)
+            if log is not None:
+                log(f"plot '{spec['name']}' not drawn: '{y}' is in none of its {len(recs)} cells (their keys: {keys})"
+                    + ("; removed its old png" if removed else ""))
+            continue
         written.append(path)
     return written
 
@@ -60,30 +102,69 @@ def _roc_plot(recs: Sequence[Mapping[str, Any]], spec: dict[str, Any], path: Pat
     return True
 
 
-def privacy_utility_plot(plt, recs: Sequence[Mapping[str, Any]], spec: dict[str, Any], path: Path) -> None:
-    """y vs ε, one line per ``series`` key value, mean ± std over the other keys (seeds); no DP drawn at the right, the
-    public model alone (ε = 0) at the left."""
+def _varying(df, keys: Sequence[str], exclude: Sequence[str]) -> list[str]:
+    """The ``keys`` (param columns) that take more than one value in ``df``, minus ``exclude``."""
+    return [k for k in keys if k in df.columns and k not in exclude
+            and df[k].astype(object).where(df[k].notna(), None).astype(str).nunique() > 1]
+
+
+def _group_label(keys: Sequence[str], values: Sequence[Any]) -> str:
+    if len(keys) == 1:
+        return str(values[0])
+    return " ".join(label(k, v) for k, v in zip(keys, values))
+
+
+def privacy_utility_plot(plt, recs: Sequence[Mapping[str, Any]], spec: dict[str, Any], path: Path) -> bool:
+    """y vs ε, one line per ``series`` value and per every other param that varies among the cells (but ε and seed:
+    two synthesizers are never pooled into one point), mean ± std over seeds; no DP drawn at the right, the public
+    model alone (ε = 0) at the left. Cells without an ε (``synthesizer: real``) are drawn as dashed "real data"
+    reference lines. False (nothing written) if no cell has ``y``."""
     import pandas as pd
 
     df = records_frame(recs)
-    x, y, series = spec.get("x", "epsilon"), spec["y"], spec.get("series", "synthesizer")
-    if y not in df.columns or x not in df.columns:
-        return
-    df["_x"], names = epsilon_positions(df[x])
+    x, y = spec.get("x", "epsilon"), spec["y"]
+    series = spec.get("series", "synthesizer")
+    series = [series] if isinstance(series, str) else list(series)
+    if y not in df.columns:
+        return False
     df[y] = pd.to_numeric(df[y], errors="coerce")
-    fig, ax = plt.subplots(figsize=(5, 3.6))
-    for name, g in df.groupby(df[series].astype(str) if series in df.columns else np.zeros(len(df))):
-        agg = g.groupby("_x")[y].agg(["mean", "std"]).reset_index().sort_values("_x")
-        ax.errorbar(agg["_x"], agg["mean"], yerr=agg["std"].fillna(0), marker="o", capsize=3, label=str(name))
-    ax.set_xscale("log")
-    ticks = sorted(df["_x"].unique())
-    ax.set_xticks(ticks)
-    ax.set_xticklabels([names.get(t, f"{t:g}") for t in ticks])
-    ax.set(xlabel="ε", ylabel=spec.get("ylabel", y), title=spec.get("title", ""))
+    df = df[df[y].notna()].reset_index(drop=True)
+    if df.empty:
+        return False
+    params = list(dict.fromkeys(k for r in recs for k, v in r["params"].items() if not isinstance(v, (dict, list))))
+    real = df[x].isna() if x in df.columns else pd.Series(True, index=df.index)
+    if "synthesizer" in df.columns:
+        real |= (df["synthesizer"] == "real")
+    curves, refs = df[~real].copy(), df[real].copy()
+    fig, ax = plt.subplots(figsize=(5.6, 3.8))
+    if not curves.empty:
+        curves["_x"], names = epsilon_positions(curves[x])
+        keys = [k for k in series if k in curves.columns]
+        keys += [k for k in _varying(curves, params, [x, "seed", *keys])]
+        groups = curves.groupby([curves[k].astype(str) for k in keys], sort=True) if keys else [((), curves)]
+        for key, g in groups:
+            key = key if isinstance(key, tuple) else (key,)
+            agg = g.groupby("_x")[y].agg(["mean", "std"]).reset_index().sort_values("_x")
+            ax.errorbar(agg["_x"], agg["mean"], yerr=agg["std"].fillna(0), marker="o", capsize=3,
+                        label=_group_label(keys, key) if keys else y)
+        ax.set_xscale("log")
+        ax.minorticks_off()
+        ticks = sorted(curves["_x"].unique())
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([names.get(t, f"{t:g}") for t in ticks])
+    if not refs.empty:
+        rkeys = _varying(refs, params, [x, "seed", "synthesizer"])
+        groups = refs.groupby([refs[k].astype(str) for k in rkeys], sort=True) if rkeys else [((), refs)]
+        for i, (key, g) in enumerate(groups):
+            key = key if isinstance(key, tuple) else (key,)
+            name = "real data" + (f" ({' '.join(label(k, v) for k, v in zip(rkeys, key))})" if rkeys else "")
+            ax.axhline(float(g[y].mean()), color="gray", linestyle=("--", ":", "-.")[i % 3], linewidth=1, label=name)
+    ax.set(xlabel="ε", ylabel=spec.get("ylabel", axis_label(y)), title=spec.get("title", ""))
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
+    return True
 
 
 def epsilon_positions(values) -> tuple[Any, dict[float, str]]:
@@ -164,7 +245,7 @@ def bars_plot(plt, recs: Sequence[Mapping[str, Any]], spec: dict[str, Any], path
     ax.set_yticklabels(groups, fontsize=8)
     ax.invert_yaxis()
     ax.axvline(0.0, color="black", linewidth=0.6)
-    ax.set(xlabel=spec.get("xlabel", y), title=spec.get("title", ""))
+    ax.set(xlabel=spec.get("xlabel", axis_label(y)), title=spec.get("title", ""))
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=130)

@@ -50,6 +50,7 @@ class Suite:
     results_dir: Path = Path("evaluation/results")
     description: str = ""
     current: dict[str, list[CellRecord]] | None = field(default=None, repr=False)  # records of the current plan
+    path: Path | None = None  # the YAML it was loaded from (tables name the command that made them)
 
     @property
     def out(self) -> Path:
@@ -111,7 +112,7 @@ def load_suite(path: str | Path, results_dir: str | Path | None = None) -> Suite
         name=raw.get("name", path.stem), stages=stages, datasets=raw.get("datasets", {}) or {},
         tables=raw.get("tables", []) or [], plots=raw.get("plots", []) or [], workers=int(raw.get("workers", 1)),
         results_dir=Path(results_dir or raw.get("results_dir", "evaluation/results")),
-        description=raw.get("description", ""),
+        description=raw.get("description", ""), path=path,
     )
     check_suite(suite, path.name)
     return suite

@@ -2,14 +2,18 @@
 HTML and the raw per-cell CSV (docs/benchmarks.md, "Where things go")."""
 from __future__ import annotations
 
+import html
 import math
+import sys
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from privsynth.evaluation.bench.plan import selections
+from privsynth.errors import InvalidData
+from privsynth.evaluation.bench.plan import records_for
 from privsynth.evaluation.bench.suite import Suite
 
-__all__ = ["records_frame", "summary_table", "write_tables", "eps_label", "label"]
+__all__ = ["records_frame", "summary_table", "write_tables", "eps_label", "label", "check_keys", "remove_stale",
+           "made_by"]
 
 
 def eps_label(v: Any) -> Any:
@@ -54,18 +58,28 @@ def markdown(df) -> str:
     return "\n".join(lines) + "\n"
 
 
+def check_keys(df, what: str, keys: Mapping[str, Sequence[str]]) -> None:
+    """Refuse (one line naming ``what``, e.g. ``table 'returns'``, and the key) a ``rows``/``cols``/``values``/``y``
+    key that no selected record has: a typo would otherwise pool groups or leave an empty column silently."""
+    for role, names in keys.items():
+        for k in names:
+            if k not in df.columns:
+                have = ", ".join(sorted(str(c) for c in df.columns))
+                raise InvalidData(f"{what}: {role} key '{k}' is in none of its {len(df)} cells; their keys: {have}")
+
+
 def summary_table(records: Sequence[Mapping[str, Any]], rows: list[str], values: list[str], cols: list[str] | None = None,
-                  digits: int = 3):
-    """mean ± std (and n) of ``values`` over every cell sharing ``rows`` + ``cols`` (i.e. across seeds)."""
+                  digits: int = 3, name: str | None = None):
+    """mean ± std (and n) of ``values`` over every cell sharing ``rows`` + ``cols`` (i.e. across seeds). A key of
+    ``rows``, ``cols`` or ``values`` that no record has is refused (:func:`check_keys`)."""
     import pandas as pd
 
     df = records_frame(records)
     if df.empty:
         return pd.DataFrame()
-    keys = [k for k in rows + (cols or []) if k in df.columns]
-    present = [v for v in values if v in df.columns]
-    if not present:
-        return pd.DataFrame()
+    check_keys(df, f"table '{name}'" if name else "table", {"rows": rows, "cols": cols or [], "values": values})
+    keys = list(rows + (cols or []))
+    present = list(values)
     keyed = df[keys].astype(object).where(df[keys].notna(), "–").astype(str) if keys else None
     groups = df.groupby([keyed[k] for k in keys], sort=True, dropna=False) if keys else [((), df)]
     out, counts = [], []
@@ -89,25 +103,78 @@ def summary_table(records: Sequence[Mapping[str, Any]], rows: list[str], values:
             out[i][v] += f" (n={n})"
     table = pd.DataFrame(out)
     if cols and len(present) == 1:
-        table = table.pivot_table(index=[k for k in rows if k in keys], columns=[c for c in cols if c in keys],
-                                  values=present[0], aggfunc="first").reset_index().fillna("–")
-        table.columns = [" ".join(str(x) for x in c if str(x)) if isinstance(c, tuple) else str(c) for c in table.columns]
+        index = list(rows)
+        pivot = dict(columns=list(cols), values=present[0], aggfunc="first")
+        wide = (table.pivot_table(index=index, **pivot).reset_index() if index
+                else table.pivot_table(**pivot).reset_index(drop=True)).fillna("–")
+        wide.columns = [" ".join(str(x) for x in c if str(x)) if isinstance(c, tuple) else str(c) for c in wide.columns]
+        # n: cells per row (over its cols); "2–3" when the row's columns differ
+        ns = table.groupby(index, sort=True)["n"].agg(["min", "max"]).reset_index() if index else \
+            pd.DataFrame([{"min": table["n"].min(), "max": table["n"].max()}])
+        wide["n"] = [str(lo) if lo == hi else f"{lo}–{hi}" for lo, hi in zip(ns["min"], ns["max"])]
+        table = wide
     return table
 
 
-def write_tables(suite: Suite) -> list[Path]:
-    """Every table of the suite as markdown, HTML and the raw per-cell CSV."""
+def made_by(suite: Suite) -> str:
+    """"suite <name>, made by `privsynth bench PATH`" for the tables' and plots' headers: the suite file from
+    ``suite.path`` when the loader records it, else the ``privsynth bench`` command line of this process."""
+    path = getattr(suite, "path", None) or getattr(suite, "source", None)
+    if path is None:
+        argv = [str(a) for a in sys.argv[1:]]
+        if argv[:1] == ["bench"]:
+            path = next((a for a in argv[1:] if a.endswith((".yaml", ".yml"))), None)
+    return f"suite {suite.name}" + (f", made by `privsynth bench {path}`" if path else "")
+
+
+def remove_stale(name: str, out_dir: Path, suffixes: Sequence[str] = (".md", ".html", ".cells.csv"),
+                 log: Callable[[str], None] | None = print, why: str = "selects no current cells",
+                 what: str = "table") -> list[Path]:
+    """Delete the files of table (or plot) ``name`` under ``out_dir`` when it has nothing current to show, so old
+    numbers do not stay behind looking current; logs what it removed. Returns the removed paths."""
+    removed = []
+    for suffix in suffixes:
+        path = Path(out_dir) / f"{name}{suffix}"
+        if path.exists():
+            path.unlink()
+            removed.append(path)
+    if removed and log is not None:
+        log(f"{what} '{name}' {why}: removed its old {', '.join(p.name for p in removed)}")
+    return removed
+
+
+def write_tables(suite: Suite, log: Callable[[str], None] | None = print) -> list[Path]:
+    """Every table of the suite as markdown, HTML and the raw per-cell CSV. A table that selects no current cell
+    has its old files removed (and says so); a ``rows``/``cols``/``values`` key that none of its cells has is
+    refused after the other tables are written (:class:`InvalidData`, one line per bad table)."""
     out_dir = suite.out / "tables"
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for spec, recs in selections(suite, suite.tables):
-        table = summary_table(recs, list(spec.get("rows", [])), list(spec["values"]), spec.get("cols"),
-                              int(spec.get("digits", 3)))
+    written, errors = [], []
+    origin = made_by(suite)
+    for spec in suite.tables:
         name = spec["name"]
-        md = f"## {spec.get('title', name)}\n\n" + (spec.get("caption", "") + "\n\n" if spec.get("caption") else "")
+        recs = records_for(suite, spec)
+        if not recs:
+            remove_stale(name, out_dir, log=log)
+            continue
+        try:
+            table = summary_table(recs, list(spec.get("rows", [])), list(spec["values"]), spec.get("cols"),
+                                  int(spec.get("digits", 3)), name=name)
+        except InvalidData as exc:
+            remove_stale(name, out_dir, log=log, why="is refused")
+            errors.append(str(exc))
+            continue
+        title = spec.get("title", name)
+        md = f"## {title}\n\n{origin}\n\n" + (spec.get("caption", "") + "\n\n" if spec.get("caption") else "")
         md += markdown(table)
         (out_dir / f"{name}.md").write_text(md)
-        table.to_html(out_dir / f"{name}.html", index=False)
+        body = table.to_html(index=False)
+        (out_dir / f"{name}.html").write_text(
+            f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(f'{title} ({origin})')}"
+            f"</title></head>\n<body>\n<h2>{html.escape(title)}</h2>\n<p>{html.escape(origin)}</p>\n{body}\n"
+            "</body></html>\n")
         records_frame(recs).to_csv(out_dir / f"{name}.cells.csv", index=False)
         written += [out_dir / f"{name}.md", out_dir / f"{name}.html"]
+    if errors:
+        raise InvalidData("; ".join(errors))
     return written
