@@ -74,16 +74,14 @@ def _load_synth(path: str):
     return load(path)
 
 
-_EXPORT_ARRAYS = ("observations", "actions", "rewards", "next_observations", "terminals")
-
-
 def _load_npz(path: Path, flag: str):
     """A ``.npz``: the benchmark's cache (arrays + info) or ``privsynth datasets export`` / D4RL-style arrays."""
     import zipfile
 
     import numpy as np
 
-    from privsynth.data.dataset import DatasetInfo, OfflineDataset
+    from privsynth.data.d4rl_arrays import D4RL_KEYS, from_d4rl_arrays
+    from privsynth.data.dataset import DatasetInfo
 
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -92,27 +90,17 @@ def _load_npz(path: Path, flag: str):
                 from privsynth.evaluation.bench.sources import load_dataset_file
 
                 return load_dataset_file(path)
-            missing = [k for k in _EXPORT_ARRAYS if k not in files]
+            missing = [k for k in D4RL_KEYS if k not in files]
             if missing:
                 raise InvalidData(f"{flag} {path} lacks the arrays {', '.join(missing)} (expected a `privsynth "
                                   "datasets export` file: observations, actions, rewards, next_observations, "
                                   "terminals, timeouts, episode_ids)")
-            arrays = {k: z[k] for k in files if k in _EXPORT_ARRAYS + ("timeouts", "episode_ids")}
+            arrays = {k: z[k] for k in files if k in D4RL_KEYS + ("timeouts", "episode_ids")}
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
         if isinstance(exc, InvalidData):
             raise
         raise InvalidData(f"{flag} {path} cannot be read as an .npz dataset: {exc}") from None
-    n = len(np.asarray(arrays["rewards"]).reshape(-1))
-    terminals = np.asarray(arrays["terminals"]).astype(bool).reshape(-1)
-    timeouts = np.asarray(arrays.get("timeouts", np.zeros(n, bool))).astype(bool).reshape(-1)
-    if "episode_ids" in arrays:
-        episode_ids = arrays["episode_ids"]
-    else:  # an episode ends at a terminal or a timeout
-        ends = terminals | timeouts
-        episode_ids = np.concatenate([[0], np.cumsum(ends[:-1])]) if ends.size == n else np.zeros(n)
-    return OfflineDataset(observations=arrays["observations"], actions=arrays["actions"], rewards=arrays["rewards"],
-                          next_observations=arrays["next_observations"], terminals=terminals, timeouts=timeouts,
-                          episode_ids=episode_ids, info=DatasetInfo(name=path.stem))
+    return from_d4rl_arrays(arrays, DatasetInfo(name=path.stem))
 
 
 def _load_records(ref: str, flag: str = "dataset"):

@@ -22,8 +22,6 @@ from privsynth.errors import InvalidData, PrivsynthError
 if TYPE_CHECKING:
     from privsynth.data.dataset import OfflineDataset
 
-NPZ_KEYS = ("observations", "actions", "rewards", "next_observations", "terminals")
-
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("datasets", help="make, list and inspect local offline-RL datasets (Minari store)")
@@ -303,37 +301,22 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _read_npz(path: Path, **common: Any) -> OfflineDataset:
-    from privsynth.data.dataset import DatasetInfo, OfflineDataset
+    from privsynth.data.d4rl_arrays import D4RL_KEYS, from_d4rl_arrays
+    from privsynth.data.dataset import DatasetInfo
     from privsynth.data.minari_io import check_env_spaces, env_spaces
 
     try:
         data = dict(np.load(path, allow_pickle=False))
     except (OSError, ValueError) as exc:
         raise InvalidData(f"cannot read {path} as .npz: {exc}") from None
-    missing = [k for k in NPZ_KEYS if k not in data]
+    missing = [k for k in D4RL_KEYS if k not in data]
     if missing:
         raise InvalidData(f"{path} lacks the arrays {', '.join(missing)}")
     n = len(np.asarray(data["rewards"]).reshape(-1))
     if n == 0:
         raise InvalidData(f"{path} holds no transitions (empty episodes)")
-    terminals = np.asarray(data["terminals"]).astype(bool).reshape(-1)
-    timeouts = np.asarray(data.get("timeouts", np.zeros(n, bool))).astype(bool).reshape(-1)
-    if "episode_ids" in data:
-        episode_ids = data["episode_ids"]
-    else:  # an episode ends at a terminal or a timeout
-        ends = terminals | timeouts
-        episode_ids = np.concatenate([[0], np.cumsum(ends[:-1])]) if len(ends) == n else np.zeros(n)
     info = DatasetInfo(**common)
-    ds = OfflineDataset(
-        observations=data["observations"],
-        actions=data["actions"],
-        rewards=data["rewards"],
-        next_observations=data["next_observations"],
-        terminals=terminals,
-        timeouts=timeouts,
-        episode_ids=episode_ids,
-        info=info,
-    )
+    ds = from_d4rl_arrays(data, info)
     check_env_spaces(info, ds.obs_dim, ds.act_dim)
     spaces = env_spaces(info)
     if spaces is not None:
