@@ -28,7 +28,7 @@ import numpy as np
 
 from privsynth.errors import InvalidData, SpaceMismatch
 
-__all__ = ["ENV_FACT_FIELDS", "DatasetInfo", "OfflineDataset", "Episode", "Fragments", "environment_facts", "transition_dim"]
+__all__ = ["ENV_FACT_FIELDS", "ARRAY_FIELDS", "DatasetInfo", "OfflineDataset", "Episode", "Fragments", "environment_facts", "transition_dim"]
 
 
 def transition_dim(obs_dim: int, act_dim: int) -> int:
@@ -64,6 +64,8 @@ class DatasetInfo:
 # What a release takes from the sensitive dataset's DatasetInfo: public facts of its environment (the id and kwargs
 # that rebuild it, which Dict keys the columns hold, the action box, D4RL reference returns of a random and an expert
 # policy on it). None is a statistic of the sensitive rows (docs/DESIGN.md invariants 1, 7, 8).
+# the per-row arrays of an OfflineDataset, in field order
+ARRAY_FIELDS = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts", "episode_ids")
 ENV_FACT_FIELDS = ("env_id", "env_kwargs", "obs_keys", "action_low", "action_high", "ref_min_score", "ref_max_score")
 
 

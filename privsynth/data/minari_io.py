@@ -62,7 +62,7 @@ from typing import Any, Iterator, Sequence
 import gymnasium as gym
 import numpy as np
 
-from privsynth.data.dataset import DatasetInfo, OfflineDataset
+from privsynth.data.dataset import ARRAY_FIELDS, DatasetInfo, OfflineDataset
 from privsynth.data.minari_hdf5 import minari_episode_bounds, write_standard_hdf5
 from privsynth.data.minari_spaces import action_space, check_env_spaces, env_spaces, jsonable, obs_writer
 from privsynth.errors import DatasetNotFound, InvalidData, PrivsynthError
@@ -96,7 +96,6 @@ PACK_STEPS = 100_000  # transitions per pseudo-episode of the old packed scheme 
 FORMAT_VERSION = 2
 CARD_KEY = "privacy_card"  # top-level key of metadata.json holding the one privacy card of a release
 SIDECAR_FILE = "privsynth_arrays.npz"  # flat copy of the arrays beside main_data.hdf5, for fast privsynth reads
-_ARRAYS = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts", "episode_ids")
 _METADATA_KEY = "privsynth"
 _TMP_PREFIX = ".privsynth-tmp-"
 
@@ -426,7 +425,7 @@ def write_dataset_dir(
             )
             data_dir = Path(created.storage.data_path)
             n_eps, n_steps = write_standard_hdf5(data_dir / "main_data.hdf5", ds, obs_fn, act_space)
-            np.savez(data_dir / SIDECAR_FILE, **{k: getattr(ds, k) for k in _ARRAYS})
+            np.savez(data_dir / SIDECAR_FILE, **{k: getattr(ds, k) for k in ARRAY_FIELDS})
             meta = {
                 "format_version": FORMAT_VERSION,
                 "scheme": "standard",
@@ -561,7 +560,7 @@ def load_dataset(dataset_id: str) -> OfflineDataset:
     if ours is not None and ours.get("arrays") and (data_dir / ours["arrays"]).is_file():
         try:
             with np.load(data_dir / ours["arrays"], allow_pickle=False) as z:
-                arrays = {k: z[k] for k in _ARRAYS}
+                arrays = {k: z[k] for k in ARRAY_FIELDS}
         except (OSError, ValueError, KeyError) as exc:
             raise InvalidData(f"cannot read dataset '{full}': damaged {ours['arrays']} ({exc})") from None
         return OfflineDataset(**arrays, info=_our_info(raw))

@@ -14,10 +14,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from privsynth.data.dataset import OfflineDataset
+import numpy as np
+
+from privsynth.data.dataset import ARRAY_FIELDS, DatasetInfo, OfflineDataset
 from privsynth.errors import InvalidData, PrivsynthError
 
-__all__ = ["SPLIT_UNITS", "check_split", "split_dataset", "named_part", "write_split"]
+__all__ = ["SPLIT_UNITS", "check_split", "split_dataset", "split_transitions", "named_part", "write_split"]
 
 SPLIT_UNITS = ("episode", "transition")
 
@@ -33,16 +35,31 @@ def check_split(fraction: float, by: str) -> None:
 def split_dataset(ds: OfflineDataset, fraction: float, *, by: str = "episode",
                   seed: int = 0) -> tuple[OfflineDataset, OfflineDataset]:
     """(members, non-members): a random ``fraction`` of the episodes (:meth:`OfflineDataset.split_episodes`) or of
-    the transitions (the benchmark's ``split_transitions``: rows keep their episode ids, so episodes become gappy)."""
+    the transitions (:func:`split_transitions`: rows keep their episode ids, so episodes become gappy)."""
     check_split(fraction, by)
     if by == "episode":
         return ds.split_episodes(fraction, seed=seed)
     if ds.n_transitions < 2:
         raise InvalidData(f"dataset '{ds.info.name}' has {ds.n_transitions} transition(s); a split needs at least 2")
-    # the benchmark's transition split, reused as is (it lives with the benchmark's dataset sources for now)
-    from privsynth.evaluation.bench.sources import split_transitions
-
     return split_transitions(ds, fraction, seed)
+
+
+def split_transitions(ds: OfflineDataset, fraction: float, seed: int = 0) -> tuple[OfflineDataset, OfflineDataset]:
+    """Random split of the *transitions* (PrivORL's ``train_test_split`` on rows): the unit of transition-level DP.
+
+    Rows keep their episode ids (episodes become gappy, which transition-level consumers do not mind).
+    """
+    if not 0.0 < fraction < 1.0:
+        raise InvalidData(f"split fraction must be in (0, 1), got {fraction}")
+    n = ds.n_transitions
+    perm = np.random.default_rng(seed).permutation(n)
+    k = min(max(int(round(fraction * n)), 1), n - 1)
+
+    def take(idx: np.ndarray) -> OfflineDataset:
+        idx = np.sort(idx)
+        return OfflineDataset(**{a: getattr(ds, a)[idx] for a in ARRAY_FIELDS}, info=DatasetInfo.from_dict(ds.info.to_dict()))
+
+    return take(perm[:k]), take(perm[k:])
 
 
 def named_part(part: OfflineDataset, name: str, *, source: str, role: str, fraction: float, by: str,

@@ -10,7 +10,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from privsynth.data.dataset import DatasetInfo, OfflineDataset
+from privsynth.data.dataset import ARRAY_FIELDS, DatasetInfo, OfflineDataset
+from privsynth.data.split import split_transitions  # re-exported: suites split with it
 from privsynth.errors import InvalidData
 from privsynth.evaluation.bench.registry import dataset_source, dataset_sources, register_dataset_source
 from privsynth.evaluation.bench.suite import Suite, canonical
@@ -18,7 +19,6 @@ from privsynth.evaluation.bench.suite import Suite, canonical
 __all__ = ["source_keys", "save_dataset", "load_dataset_file", "load_dataset_info", "dataset_path", "resolved_spec", "split_transitions",
            "prepare_datasets"]
 
-_ARRAYS = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts", "episode_ids")
 
 
 # ---------------------------------------------------------------------------------------------------- sources
@@ -95,14 +95,14 @@ def save_dataset(ds: OfflineDataset, path: Path) -> None:
     """Cache a dataset as one ``.npz`` (arrays + info JSON), written atomically. A cache, not a release format."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, info=np.array(json.dumps(ds.info.to_dict(), default=str)), **{k: getattr(ds, k) for k in _ARRAYS})
+    np.savez(tmp, info=np.array(json.dumps(ds.info.to_dict(), default=str)), **{k: getattr(ds, k) for k in ARRAY_FIELDS})
     os.replace(tmp, path)
 
 
 def load_dataset_file(path: Path) -> OfflineDataset:
     """A dataset cached by :func:`save_dataset` (read as arrays and JSON, never unpickled)."""
     with np.load(path, allow_pickle=False) as z:
-        return OfflineDataset(**{k: z[k] for k in _ARRAYS}, info=DatasetInfo.from_dict(json.loads(str(z["info"]))))
+        return OfflineDataset(**{k: z[k] for k in ARRAY_FIELDS}, info=DatasetInfo.from_dict(json.loads(str(z["info"]))))
 
 
 def load_dataset_info(path: Path) -> DatasetInfo:
@@ -127,24 +127,6 @@ def dataset_path(suite_dir: Path, name: str, specs: dict[str, Any]) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------------- preparing
-def split_transitions(ds: OfflineDataset, fraction: float, seed: int = 0) -> tuple[OfflineDataset, OfflineDataset]:
-    """Random split of the *transitions* (PrivORL's ``train_test_split`` on rows): the unit of transition-level DP.
-
-    Rows keep their episode ids (episodes become gappy, which transition-level consumers do not mind).
-    """
-    if not 0.0 < fraction < 1.0:
-        raise InvalidData(f"split fraction must be in (0, 1), got {fraction}")
-    n = ds.n_transitions
-    perm = np.random.default_rng(seed).permutation(n)
-    k = min(max(int(round(fraction * n)), 1), n - 1)
-
-    def take(idx: np.ndarray) -> OfflineDataset:
-        idx = np.sort(idx)
-        return OfflineDataset(**{a: getattr(ds, a)[idx] for a in _ARRAYS}, info=DatasetInfo.from_dict(ds.info.to_dict()))
-
-    return take(perm[:k]), take(perm[k:])
-
-
 def _split(name: str, spec: dict[str, Any], whole: OfflineDataset) -> OfflineDataset:
     fraction, seed = float(spec.get("fraction", 0.8)), int(spec.get("seed", 0))
     by = spec.get("by", "episode")
