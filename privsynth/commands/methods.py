@@ -20,11 +20,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=lambda _args: (p.print_help(), 2)[1])
 
     lin = sub.add_parser("dp-vapvi", help="gap vs K on the synthetic linear MDP: PEVI, VAPVI, DP-VAPVI, VAPVI on DP synthetic data")
-    lin.add_argument("--out", type=Path, default=Path("evaluation/dp_vapvi"))
+    lin.add_argument("--out", type=Path, default=Path("evaluation/dp_vapvi"),
+                     help="folder for the results table and plot (default: %(default)s)")
     lin.add_argument("--ks", type=_ints, default=None, help="comma-separated episode counts K")
     lin.add_argument("--rhos", type=_floats, default=None, help="zCDP budgets of DP-VAPVI")
     lin.add_argument("--synthetic-rhos", type=_floats, default=None, help="budgets of the count release (route B)")
-    lin.add_argument("--seeds", type=int, default=10)
+    lin.add_argument("--seeds", type=int, default=10, help="repetitions per point, seeds 0..N-1 (default: %(default)s)")
     lin.add_argument("--c-bonus", type=float, default=0.1, help="C in Γ = C√d‖φ‖ + D/K")
     lin.add_argument("--lam", type=float, default=0.01, help="ridge λ")
     lin.add_argument("--reward-mode", default="R1", choices=["orig", "R1", "R2"])
@@ -32,23 +33,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     lin.set_defaults(func=_run_linear)
 
     tab = sub.add_parser("dp-apvi", help="gap vs n on a tabular MDP: APVI, DP-APVI (Gaussian, Laplace, theory), APVI on DP synthetic data")
-    tab.add_argument("--out", type=Path, default=Path("evaluation/dp_vapvi"))
-    tab.add_argument("--env", default="random", choices=["random", "gridworld"])
-    tab.add_argument("--ns", type=_ints, default=None)
-    tab.add_argument("--rhos", type=_floats, default=None)
-    tab.add_argument("--seeds", type=int, default=10)
-    tab.add_argument("--horizon", type=int, default=None)
+    tab.add_argument("--out", type=Path, default=Path("evaluation/dp_vapvi"),
+                     help="folder for the results table and plot (default: %(default)s)")
+    tab.add_argument("--env", default="random", choices=["random", "gridworld"],
+                     help="tabular MDP: a random one or the gridworld (default: %(default)s)")
+    tab.add_argument("--ns", type=_ints, default=None, help="comma-separated episode counts n (default: the experiment's)")
+    tab.add_argument("--rhos", type=_floats, default=None, help="zCDP budgets of DP-APVI (default: the experiment's)")
+    tab.add_argument("--seeds", type=int, default=10, help="repetitions per point, seeds 0..N-1 (default: %(default)s)")
+    tab.add_argument("--horizon", type=int, default=None, help="episode length H (default: the environment's)")
     tab.set_defaults(func=_run_tabular)
 
     rel = sub.add_parser("dp-apvi-release", help="write DP-APVI's noisy counts as a synthetic Minari dataset with a privacy card")
     rel.add_argument("dataset_id", help="Minari id of the synthetic dataset to write, e.g. privsynth/gridworld/dp-counts-v0")
-    rel.add_argument("--env", default="gridworld", choices=["random", "gridworld"])
+    rel.add_argument("--env", default="gridworld", choices=["random", "gridworld"],
+                     help="tabular MDP the sensitive episodes come from (default: %(default)s)")
     rel.add_argument("--episodes", type=int, default=10000, help="sensitive episodes generated from the behaviour policy")
     rel.add_argument("--synthetic-episodes", type=int, default=None, help="synthetic episodes to sample (default: as many)")
-    rel.add_argument("--rho", type=float, default=1.0)
+    rel.add_argument("--rho", type=float, default=1.0, help="zCDP budget ρ of the noisy counts (default: %(default)s)")
     rel.add_argument("--delta", type=float, default=1e-5, help="privacy δ for the ε on the card")
     rel.add_argument("--epsilon-budget", type=float, required=True, help="refuse to write if ε at δ exceeds this")
-    rel.add_argument("--seed", type=int, default=0)
+    rel.add_argument("--seed", type=int, default=0,
+                     help="seed of the public MDP instance and of sampling the release (the sensitive episodes and the privacy noise come from OS entropy; default: %(default)s)")
     rel.add_argument("--overwrite", action="store_true", help="replace an existing dataset with this id")
     rel.set_defaults(func=_run_release)
 
