@@ -166,6 +166,16 @@ def _print_table(title: str, result: dict) -> None:
         print(f"(n/a: a TPR at FPR α needs at least 1/α non-members; {first['n_non_members']} scored)")
 
 
+def _write(report: dict, args: argparse.Namespace) -> list:
+    """The JSON, markdown and plot of ``report``; an OS error (disk full, permission) in one line."""
+    from privsynth.evaluation.mia.report import write_report
+
+    try:
+        return write_report(report, Path(args.out), args.report, args.plot)
+    except OSError as exc:
+        raise InvalidData(f"cannot write the report: {exc.strerror or exc} ({getattr(exc, 'filename', '')})") from None
+
+
 def _check_output(path: str | Path, flag: str) -> None:
     """One-line refusal of an output path that cannot be written (checked before any data is read)."""
     p = Path(path).expanduser()
@@ -226,7 +236,6 @@ def run(args: argparse.Namespace) -> int:
     from privsynth.evaluation.mia.audit import check_environments, infer_split, run_data_audit, withhold_unsupported
     from privsynth.evaluation.mia.data_attacks import make_data_attack
     from privsynth.evaluation.mia.epsilon import EpsilonTest, assess_claim, claim_of
-    from privsynth.evaluation.mia.report import write_report
 
     _check_args(args)
     ref_model = args.reference_model
@@ -293,10 +302,7 @@ def run(args: argparse.Namespace) -> int:
     split = infer_split(members, non_members) if claim is not None else None
     report["epsilon_audit"] = assess_claim(card, args.unit, split, {"data-only": report.get("data_only"),
                                                                     "white-box": report.get("white_box")})
-    try:
-        written = write_report(report, Path(args.out), args.report, args.plot)
-    except OSError as exc:
-        raise InvalidData(f"cannot write the report: {exc.strerror or exc} ({getattr(exc, 'filename', '')})") from None
+    written = _write(report, args)
     if report.get("data_only"):
         _print_table("data-only attacks on the release", report["data_only"])
     if report.get("white_box"):
@@ -330,7 +336,6 @@ def _command_line() -> str | None:
 
 def _run_canary(args: argparse.Namespace, ref_model: str | None) -> int:
     from privsynth.evaluation.mia.canary import CanaryAuditConfig, assess_power, run_canary_audit
-    from privsynth.evaluation.mia.report import write_report
 
     cfg = CanaryAuditConfig(
         canaries=args.canaries, unit=args.unit, epsilon=args.epsilon, delta=args.delta, samples=args.samples,
@@ -347,10 +352,7 @@ def _run_canary(args: argparse.Namespace, ref_model: str | None) -> int:
               "target": {"release": f"privsynth.release.synthesize on {args.sensitive}", "unit": args.unit},
               "card": canary["runs"][0].get("card", {}), "canary": canary,
               "command": _command_line()}
-    try:
-        written = write_report(report, Path(args.out), args.report, args.plot)
-    except OSError as exc:
-        raise InvalidData(f"cannot write the report: {exc.strerror or exc} ({getattr(exc, 'filename', '')})") from None
+    written = _write(report, args)
     print(f"{'run':<10} {'scored from':<12} {'correct/guesses':>16} {'eps lower bound':>16} {'claimed eps':>12}  "
           "verdict")
     code = 0

@@ -261,8 +261,7 @@ def _synthesize_registered(name: str, params: dict[str, Any], ctx: CellContext) 
         raise InvalidData(f"cell {ctx.cell_id}: {name} runs only with a DP budget; give an epsilon")
     epsilon, delta = float(params["epsilon"]), float(params.get("delta", 1e-5))
     unit = params.get("unit", entry.units[0])
-    if unit not in entry.units:
-        raise InvalidData(f"{name} protects {' or '.join(entry.units)}, not '{unit}'")
+    registry.check_unit(name, unit)  # before any pre-training
     preset, overrides = _split_config(params.get("config"), name)
     synth = registry.make(name, preset=preset, **overrides)
     if hasattr(synth.config, "seed"):
@@ -270,7 +269,7 @@ def _synthesize_registered(name: str, params: dict[str, Any], ctx: CellContext) 
     sensitive = ctx.dataset(params["data"]["sensitive"])
     public = _public(params, ctx)
     t0 = time.perf_counter()
-    registry._call(synth.pretrain, public, progress=False)  # registry.fit's first step, timed on its own
+    registry.pretrain(synth, public)  # registry.fit's first step, timed on its own
     t1 = time.perf_counter()
     registry.fit(synth, sensitive, public=None, epsilon=epsilon, delta=delta, unit=unit)
     t2 = time.perf_counter()

@@ -40,7 +40,7 @@ from privsynth.errors import InvalidData
 from privsynth.config_io import override
 from privsynth.synth.base import Synthesizer
 
-__all__ = ["Entry", "REGISTRY", "names", "entry", "make", "load", "fit", "sample", "name_of"]
+__all__ = ["Entry", "REGISTRY", "names", "entry", "make", "load", "check_unit", "pretrain", "fit", "sample", "name_of"]
 
 
 @dataclass(frozen=True)
@@ -228,6 +228,19 @@ def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return fn(*args, **{k: v for k, v in kwargs.items() if k in params})
 
 
+def check_unit(name: str, unit: str) -> None:
+    """Refuse a privacy unit the synthesizer ``name`` does not protect (one line)."""
+    if unit not in entry(name).units:
+        raise InvalidData(f"{name} protects {' or '.join(entry(name).units)}, not '{unit}'")
+
+
+def pretrain(synth: Synthesizer, public: OfflineDataset | Sequence[OfflineDataset], *,
+             progress: bool = False) -> Synthesizer:
+    """Pre-train on public data (the first step of :func:`fit`, callable on its own, e.g. to time it)."""
+    _call(synth.pretrain, [public] if isinstance(public, OfflineDataset) else list(public), progress=progress)
+    return synth
+
+
 def fit(
     synth: Synthesizer,
     sensitive: OfflineDataset,
@@ -240,12 +253,9 @@ def fit(
 ) -> Synthesizer:
     """Pre-train on ``public`` (skipped when ``None``: the synthesizer must already be pre-trained or loaded), then
     DP fine-tune on ``sensitive`` at (ε, δ) and ``unit``; the spent budget lands on ``synth.ledger``."""
-    name = name_of(synth)
-    if unit not in entry(name).units:
-        raise InvalidData(f"{name} protects {' or '.join(entry(name).units)}, not '{unit}'")
+    check_unit(name_of(synth), unit)
     if public is not None:
-        pubs = [public] if isinstance(public, OfflineDataset) else list(public)
-        _call(synth.pretrain, pubs, progress=progress)
+        pretrain(synth, public, progress=progress)
     _call(synth.finetune, sensitive, epsilon, delta, unit, progress=progress)
     return synth
 
