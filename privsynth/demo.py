@@ -341,9 +341,6 @@ def _run(cfg: DemoConfig, threads: int, progress: bool, log: Callable[[str], Non
     return _pipeline(cfg, threads, out, data, clock, progress, log)
 
 
-_ARRAYS = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts", "episode_ids")
-
-
 def _store_split(parts: tuple[Any, Any], ids: tuple[str, str], source: str, cfg: DemoConfig,
                  log: Callable[[str], None]) -> None:
     """Save the members / non-members split in the store (sensitive, as their source), so the audit can be re-run from
@@ -351,6 +348,7 @@ def _store_split(parts: tuple[Any, Any], ids: tuple[str, str], source: str, cfg:
     import numpy as np
 
     from privsynth.data import minari_io
+    from privsynth.data.dataset import ARRAY_FIELDS
     from privsynth.data.split import named_part
 
     for dataset_id, role, part in zip(ids, ("members", "non-members"), parts):
@@ -359,7 +357,7 @@ def _store_split(parts: tuple[Any, Any], ids: tuple[str, str], source: str, cfg:
         if minari_io.dataset_exists(dataset_id):
             old = minari_io.load_dataset(dataset_id)
             if old.info.sensitive == named.info.sensitive and old.info.extra.get("split") == named.info.extra["split"] \
-                    and all(np.array_equal(getattr(old, a), getattr(named, a)) for a in _ARRAYS):
+                    and all(np.array_equal(getattr(old, a), getattr(named, a)) for a in ARRAY_FIELDS):
                 log(f"  reusing {dataset_id}")
                 continue
         minari_io.write_dataset(named, dataset_id, overwrite=True)
