@@ -11,8 +11,10 @@ the process's own CPU time (with one thread, close to what an idle core gives; w
 
 ``--batched`` (issue 17, item 1) times the unbatched learner beside batched learners of K = 1, 4, 8 agents
 (:mod:`privsynth.evaluation.agents.batched`) in one process, interleaved round by round so that load changes hit all
-variants alike, and reports agent-updates per CPU-second per core (K updates of a K-batch count K). The last line is
-the K = 8 speed-up per core of IQL and TD3+BC over the unbatched learner.
+variants alike, and reports agent-updates per CPU-second per core (K updates of a K-batch count K). On a CPU with
+native bf16 products (``avx512_bf16`` or AMX) it also times every variant with bf16 products in the wide layers
+(``--precisions``). The last lines are the K = 8 speed-ups per core of IQL and TD3+BC over the unbatched fp32 learner,
+first with fp32 products, then with bf16.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from privsynth.data import DatasetInfo, OfflineDataset
 from privsynth.evaluation.agents import AGENTS, Evaluator, Policy, ReplayBuffer, fit_state_normalizer, make_agent
+from privsynth.evaluation.agents.nets import MATMUL_PRECISIONS, native_bf16
 
 
 def random_dataset(n: int, obs_dim: int, act_dim: int, seed: int = 0) -> OfflineDataset:
@@ -103,42 +106,49 @@ def update_flops(name: str, args) -> float:
     return total / 2
 
 
-def matmul_gflops(k: int, threads: int, width: int = 256, batch: int = 256) -> float:
-    """GFLOP/s per core of a ``[k, batch, width] x [k, width, width]`` baddbmm, this process's CPU time."""
-    x, w, b = torch.randn(k, batch, width), torch.randn(k, width, width), torch.randn(k, 1, width)
+def matmul_gflops(k: int, threads: int, width: int = 256, batch: int = 256, dtype: torch.dtype = torch.float32) -> float:
+    """GFLOP/s per core of a ``[k, batch, width] x [k, width, width]`` batched product in ``dtype``, this process's
+    CPU time (float32: ``baddbmm`` as the stacked layers run it; bf16: ``matmul`` as :func:`bf16_matmul_add`)."""
+    x, w, b = (torch.randn(k, batch, width, dtype=dtype), torch.randn(k, width, width, dtype=dtype),
+               torch.randn(k, 1, width, dtype=dtype))
+    run = (lambda: torch.baddbmm(b, x, w)) if dtype == torch.float32 else (lambda: torch.matmul(x, w))
     for _ in range(3):
-        torch.baddbmm(b, x, w)
+        run()
     c0 = time.process_time()
     for _ in range(20):
-        torch.baddbmm(b, x, w)
+        run()
     return 20 * 2 * k * batch * width * width / (time.process_time() - c0) / threads / 1e9
 
 
+def _learner(name: str, args, seed: int, precision: str):
+    torch.manual_seed(seed)
+    x = make_agent(name, args.obs_dim, args.act_dim, num_updates=1_000_000, precision=precision)
+    x.generator = torch.Generator().manual_seed(seed)
+    return x
+
+
 def bench_batched(args, data) -> None:
-    """Unbatched vs batched K in (1, 4, 8), interleaved; agent-updates per CPU-second per core."""
+    """Unbatched vs batched K in (1, 4, 8), in each precision, interleaved; agent-updates per CPU-second per core.
+    Every ratio is against the unbatched fp32 learner timed in the same rounds."""
     from privsynth.evaluation.agents.batched import stack_batches, stack_learners
 
     ks = [int(k) for k in args.ks]
-    speedups = {}
+    speedups: dict[str, dict[str, float]] = {p: {} for p in args.precisions}
     threads = torch.get_num_threads()
     for name in args.agents:
         per_round = max(args.updates // args.rounds, 1)  # --updates timed updates per variant, over the rounds
         n = max(per_round // 20, 2) if name == "edac" else per_round
         variants = {}  # label -> (step, sample, agents per step)
-        single = make_agent(name, args.obs_dim, args.act_dim, num_updates=1_000_000)
-        single.generator = torch.Generator().manual_seed(0)
-        buf = ReplayBuffer(data, fit_state_normalizer(data), seed=0)
-        variants["unbatched"] = (single.update, lambda b=buf: b.sample(args.batch), 1)
-        for k in ks:
-            learners = []
-            for j in range(k):
-                torch.manual_seed(j)
-                x = make_agent(name, args.obs_dim, args.act_dim, num_updates=1_000_000)
-                x.generator = torch.Generator().manual_seed(j)
-                learners.append(x)
-            model = stack_learners(learners)
-            bufs = [ReplayBuffer(data, fit_state_normalizer(data), seed=j) for j in range(k)]
-            variants[f"K={k}"] = (model.update, lambda bs=bufs: stack_batches([b.sample(args.batch) for b in bs]), k)
+        for precision in args.precisions:
+            suffix = "" if precision == "fp32" else f" {precision}"
+            single = _learner(name, args, 0, precision)
+            buf = ReplayBuffer(data, fit_state_normalizer(data), seed=0)
+            variants["unbatched" + suffix] = (single.update, lambda b=buf: b.sample(args.batch), 1)
+            for k in ks:
+                model = stack_learners([_learner(name, args, j, precision) for j in range(k)])
+                bufs = [ReplayBuffer(data, fit_state_normalizer(data), seed=j) for j in range(k)]
+                variants[f"K={k}{suffix}"] = (model.update,
+                                              lambda bs=bufs: stack_batches([b.sample(args.batch) for b in bs]), k)
         cpu = dict.fromkeys(variants, 0.0)
         wall = dict.fromkeys(variants, 0.0)
         done = dict.fromkeys(variants, 0)
@@ -157,20 +167,28 @@ def bench_batched(args, data) -> None:
                 done[label] += n * k
         base = done["unbatched"] / cpu["unbatched"] / threads
         flop = update_flops(name, args)
-        gflops = matmul_gflops(8, threads)
-        print(f"{name:6s} {flop / 1e9:.3f} GFLOP per update; batched 256x256 matmuls run at {gflops:.0f} GFLOP/s per "
-              f"core now, so at most {gflops * 1e9 / flop:.0f} updates/s per core if nothing but matmuls ran")
+        for precision, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+            if precision in args.precisions:
+                gflops = matmul_gflops(8, threads, dtype=dtype)
+                print(f"{name:6s} {flop / 1e9:.3f} GFLOP per update; batched 256x256 {precision} products run at "
+                      f"{gflops:.0f} GFLOP/s per core now, so at most {gflops * 1e9 / flop:.0f} updates/s per core "
+                      "if nothing but such products ran")
         for label in labels:
             per_core = done[label] / cpu[label] / threads
-            print(f"{name:6s} {label:9s} {per_core:8.1f} agent-updates/s per core (CPU time), "
-                  f"{done[label] / wall[label]:8.1f} per wall-second, x{per_core / base:5.2f} vs unbatched")
-        if "K=8" in variants:
-            speedups[name] = (done["K=8"] / cpu["K=8"]) / (done["unbatched"] / cpu["unbatched"])
+            print(f"{name:6s} {label:14s} {per_core:8.1f} agent-updates/s per core (CPU time), "
+                  f"{done[label] / wall[label]:8.1f} per wall-second, x{per_core / base:5.2f} vs unbatched fp32")
+        for precision in args.precisions:
+            label = "K=8" + ("" if precision == "fp32" else f" {precision}")
+            if label in variants:
+                speedups[precision][name] = (done[label] / cpu[label]) / (done["unbatched"] / cpu["unbatched"])
     print(f"load average {os.getloadavg()[0]:.2f} (after)")
-    if "K=8" in [f"K={k}" for k in ks]:
-        label = {"iql": "IQL", "td3bc": "TD3+BC", "edac": "EDAC"}
-        parts = [f"{label[a]} {speedups[a]:.2f}x" for a in ("iql", "td3bc") if a in speedups]
-        print("batched K=8 speedup per core: " + ", ".join(parts))
+    names = {"iql": "IQL", "td3bc": "TD3+BC", "edac": "EDAC"}
+    for precision in args.precisions:
+        parts = [f"{names[a]} {speedups[precision][a]:.2f}x" for a in ("iql", "td3bc") if a in speedups[precision]]
+        if parts:
+            what = "" if precision == "fp32" else f" {precision}"
+            print(f"batched K=8{what} speedup per core: " + ", ".join(parts)
+                  + ("" if precision == "fp32" else " (vs unbatched fp32)"))
 
 
 def main() -> None:
@@ -187,7 +205,13 @@ def main() -> None:
     ap.add_argument("--batched", action="store_true", help="unbatched vs batched K = 1, 4, 8 agents (issue 17)")
     ap.add_argument("--ks", nargs="+", default=["1", "4", "8"], help="batch sizes K for --batched")
     ap.add_argument("--rounds", type=int, default=4, help="interleaved rounds for --batched")
+    ap.add_argument("--precisions", nargs="+", choices=MATMUL_PRECISIONS, default=None,
+                    help="matmul precisions for --batched (default: fp32, plus bf16 if this CPU has native bf16)")
     args = ap.parse_args()
+    if args.precisions is None:
+        args.precisions = ["fp32", "bf16"] if native_bf16() else ["fp32"]
+    if "fp32" not in args.precisions:
+        args.precisions.insert(0, "fp32")  # the baseline every ratio is taken against
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -37,6 +37,9 @@ def register(subparsers: Any) -> None:
                    help="agent updates per seed (default: the agent's CORL value, hours on a CPU)")
     p.add_argument("--eval-every", type=int, default=None, metavar="N", help="agent evaluation period in updates")
     p.add_argument("--eval-episodes", type=int, default=None, metavar="N", help="episodes per agent evaluation")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="agents' matrix products in fp32 or bf16 (faster on CPUs with avx512_bf16 or AMX; "
+                        "docs/agents.md; default %(default)s)")
     p.add_argument("--agents-on-real", action="store_true", help="also train the agents on the real data")
     p.add_argument("--max-rows", type=int, default=None, metavar="N",
                    help="cap rows for marginal/correlation (seeded subsample; default: all rows)")
@@ -78,6 +81,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             print(f"saved TrajScore encoder to {path}")
     agent_kwargs = {k: v for k, v in (("eval_every", args.eval_every), ("eval_episodes", args.eval_episodes))
                     if v is not None}
+    agent_kwargs["precision"] = args.precision
     report = evaluate_synthetic(
         synthetic,
         real,

@@ -324,7 +324,7 @@ def agent_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     run = train_agent(data, eval_info, agent=params["agent"], seed=int(params.get("seed", 0)),
                       num_updates=int(params["num_updates"]), eval_every=params.get("eval_every"),
                       eval_episodes=params.get("eval_episodes"), final_k=int(params.get("final_k", 3)),
-                      progress=False)
+                      progress=False, precision=str(params.get("precision", "fp32")))
     return {"final_score": run.final_score, "best_score": run.best_score, "updates_per_s": run.updates_per_s,
             "train_seconds": run.train_time, "eval_seconds": run.eval_time, "curve": run.curve, **extra}
 
@@ -334,7 +334,8 @@ def _agent_group_key(params: dict[str, Any]) -> dict[str, Any]:
     (their seeds and training data may differ)."""
     return {"agent": params["agent"], "num_updates": int(params["num_updates"]),
             "eval_every": params.get("eval_every"), "eval_episodes": params.get("eval_episodes"),
-            "final_k": int(params.get("final_k", 3)), "eval_data": params["data"]["sensitive"]}
+            "final_k": int(params.get("final_k", 3)), "eval_data": params["data"]["sensitive"],
+            "precision": str(params.get("precision", "fp32"))}
 
 
 @register_group("agent", _agent_group_key)
@@ -348,8 +349,9 @@ def agent_cells(params_list: list[dict[str, Any]], ctxs: list[CellContext]) -> l
             for (data, _), p, c in zip(prepared, params_list, ctxs)]
     first = params_list[0]
     runs = train_batched(jobs, first["agent"], num_updates=int(first["num_updates"]),
-                         eval_every=first.get("eval_every"), eval_episodes=first.get("eval_episodes"), final_k=int(first.get("final_k", 3)),
-                         progress=False)
+                         eval_every=first.get("eval_every"), eval_episodes=first.get("eval_episodes"),
+                         final_k=int(first.get("final_k", 3)), progress=False,
+                         precision=str(first.get("precision", "fp32")))
     return [{"final_score": r.final_score, "best_score": r.best_score, "updates_per_s": r.updates_per_s,
              "train_seconds": r.train_time, "eval_seconds": r.eval_time, "curve": r.curve,
              "batched_with": r.batched_with, **extra} for r, (_, extra) in zip(runs, prepared)]

@@ -38,6 +38,7 @@ from torch import nn
 from privsynth.evaluation.agents.common import Batch, soft_update
 from privsynth.evaluation.agents.edac import EDAC
 from privsynth.evaluation.agents.iql import IQL
+from privsynth.evaluation.agents.nets import set_matmul_precision
 from privsynth.evaluation.agents.stacked import (SliceAdam, StackedLinear, StackedMLP, member_forward, randn_per_agent,
                                                  repeat_members, stack_batches, stacked_linears)
 from privsynth.evaluation.agents.td3bc import TD3BC
@@ -338,4 +339,9 @@ def stack_learners(learners: Sequence[nn.Module]) -> _Batched:
     kind = type(learners[0])
     if kind not in BATCHED:
         raise ValueError(f"no batched version of {kind.__name__}")
-    return BATCHED[kind](learners)
+    precisions = {getattr(x, "matmul_precision", "fp32") for x in learners}
+    if len(precisions) != 1:
+        raise ValueError(f"batched learners must share their matmul precision, got {sorted(precisions)}")
+    model = BATCHED[kind](learners)
+    model.matmul_precision = precisions.pop()
+    return set_matmul_precision(model, model.matmul_precision)

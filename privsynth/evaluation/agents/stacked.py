@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from privsynth.evaluation.agents.common import Batch
-from privsynth.evaluation.agents.nets import EnsembleLinear
+from privsynth.evaluation.agents.nets import EnsembleLinear, _Bf16Capable, bf16_matmul_add
 
 __all__ = ["SliceAdam", "StackedLinear", "StackedMLP", "stack_batches", "stacked_linears", "member_forward",
            "repeat_members", "randn_per_agent"]
@@ -49,16 +49,22 @@ class _StackedLinearFn(torch.autograd.Function):
         return gx, gw, gb
 
 
-class StackedLinear(nn.Module):
+class StackedLinear(_Bf16Capable):
     """``E`` ``nn.Linear`` layers in their own layout: weight ``[E, out, in]``, bias ``[E, 1, out]``;
-    ``x [E, B, in] -> [E, B, out]``."""
+    ``x [E, B, in] -> [E, B, out]``. With ``bf16`` set (:func:`~privsynth.evaluation.agents.nets.set_matmul_precision`)
+    the product runs in bf16 as :class:`~privsynth.evaluation.agents.nets.Bf16Linear`'s does."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor) -> None:
         super().__init__()
         self.weight = nn.Parameter(weight.clone())
         self.bias = nn.Parameter(bias.clone())
 
+    def min_width(self) -> int:
+        return min(self.weight.shape[1], self.weight.shape[2])
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.bf16:
+            return bf16_matmul_add(x, self.weight.transpose(1, 2), self.bias)
         return _StackedLinearFn.apply(x, self.weight, self.bias)
 
 
@@ -129,7 +135,9 @@ def member_forward(stack: StackedMLP, x: torch.Tensor, k: int, members: int) -> 
     for i, layer in enumerate(stack.layers):
         w = layer.weight.unflatten(0, (-1, members))[:, k]
         b = layer.bias.unflatten(0, (-1, members))[:, k]
-        if w.shape[2] == 1 and w.shape[0] > 1:  # one-output head: per-slice addmm, as in _StackedLinearFn
+        if layer.bf16:
+            x = bf16_matmul_add(x, w, b)
+        elif w.shape[2] == 1 and w.shape[0] > 1:  # one-output head: per-slice addmm, as in _StackedLinearFn
             x = torch.stack([torch.addmm(b[j], x[j], w[j]) for j in range(w.shape[0])])
         else:
             x = torch.baddbmm(b, x, w)

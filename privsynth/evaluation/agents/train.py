@@ -31,6 +31,7 @@ from privsynth.evaluation.agents.common import (
 )
 from privsynth.evaluation.agents.edac import EDAC, EDACConfig
 from privsynth.evaluation.agents.iql import IQL, IQLConfig
+from privsynth.evaluation.agents.nets import check_precision, set_matmul_precision
 from privsynth.evaluation.agents.td3bc import TD3BC, TD3BCConfig
 
 __all__ = ["AGENTS", "AgentJob", "AgentRun", "SeedSummary", "make_agent", "noise_seed", "train_agent", "train_batched",
@@ -52,12 +53,23 @@ def _agent_entry(agent: str) -> tuple[type, type]:
 
 
 def make_agent(agent: str, obs_dim: int, act_dim: int, *, max_action: float = 1.0, config: Any = None,
-               num_updates: int | None = None):
-    """Build a learner by name with its CORL config (or ``config``)."""
+               num_updates: int | None = None, precision: str = "fp32"):
+    """Build a learner by name with its CORL config (or ``config``); ``precision="bf16"`` runs the products of its
+    wide layers in bf16 (:func:`~privsynth.evaluation.agents.nets.set_matmul_precision`)."""
     cls, cfg_cls = _agent_entry(agent)
     if config is not None and not isinstance(config, cfg_cls):
         raise InvalidData(f"agent '{agent}' needs a {cfg_cls.__name__}, got {type(config).__name__}")
-    return cls(obs_dim, act_dim, max_action=max_action, config=config or cfg_cls(), num_updates=num_updates)
+    _check_precision(precision)
+    learner = cls(obs_dim, act_dim, max_action=max_action, config=config or cfg_cls(), num_updates=num_updates)
+    learner.matmul_precision = precision
+    return set_matmul_precision(learner, precision)
+
+
+def _check_precision(precision: str) -> None:
+    try:
+        check_precision(precision)
+    except ValueError as e:
+        raise InvalidData(str(e)) from None
 
 
 @dataclass
@@ -152,7 +164,7 @@ def noise_seed(seed: int) -> int:
 
 
 def _setup(train_data: OfflineDataset, eval_info: DatasetInfo, agent: str, seed: int, cfg: Any, n_updates: int,
-           episodes: int, eval_parallel: int, max_episode_steps: int | None):
+           episodes: int, eval_parallel: int, max_episode_steps: int | None, precision: str = "fp32"):
     """Evaluator, normaliser, buffer, learner and policy of one run, seeded from ``seed`` (shared by the unbatched
     and the batched trainer, so both build the same initial weights and draw the same random numbers)."""
     seed_everything(seed)
@@ -163,7 +175,7 @@ def _setup(train_data: OfflineDataset, eval_info: DatasetInfo, agent: str, seed:
     buffer = ReplayBuffer(train_data, normalizer if cfg.normalize_states else None, seed=seed)
     max_action = float(np.max(np.abs(np.concatenate([evaluator.action_low, evaluator.action_high]))))
     learner = make_agent(agent, train_data.obs_dim, train_data.act_dim, max_action=max_action, config=cfg,
-                         num_updates=n_updates)
+                         num_updates=n_updates, precision=precision)
     learner.generator = torch.Generator().manual_seed(noise_seed(seed))
     policy = Policy(learner.actor, normalizer, evaluator.action_low, evaluator.action_high)  # deterministic forward
     return evaluator, normalizer, buffer, learner, policy
@@ -200,6 +212,7 @@ def train_agent(
     max_episode_steps: int | None = None,
     log_every: int = 1000,
     progress: bool = True,
+    precision: str = "fp32",
 ) -> AgentRun:
     """Train ``agent`` on ``train_data`` and evaluate it in the real environment described by ``eval_info``.
 
@@ -207,9 +220,12 @@ def train_agent(
     hours on a CPU: pass a smaller ``num_updates``). The state normaliser is fitted on ``train_data`` itself. Seeds
     python, numpy, torch, the minibatch sampler, the learner's noise generator (:func:`noise_seed`) and the
     evaluation reset seeds from ``seed``. :func:`train_batched` trains several such runs at once with the same results.
+    ``precision="bf16"`` runs the wide layers' matrix products in bf16 (faster on CPUs with native bf16; not the same
+    arithmetic as fp32, so not the same scores: docs/agents.md measures the difference).
     """
     cfg, n_updates, every, episodes = _resolve(agent, config, num_updates, eval_every, eval_episodes, final_k)
-    setup = _setup(train_data, eval_info, agent, seed, cfg, n_updates, episodes, eval_parallel, max_episode_steps)
+    setup = _setup(train_data, eval_info, agent, seed, cfg, n_updates, episodes, eval_parallel, max_episode_steps,
+                   precision)
     evaluator, normalizer, buffer, learner, policy = setup
 
     curve: list[tuple[int, float]] = []
@@ -251,7 +267,7 @@ def train_agent(
         eval_env=eval_info.env_id, curve=curve, final_k=final_k, wall_time=time.perf_counter() - start,
         train_time=train_time, eval_time=eval_time,
         config={**dataclasses.asdict(cfg), "num_updates": n_updates, "eval_every": every,
-                "eval_episodes": episodes},
+                "eval_episodes": episodes, "precision": precision},
         normalizer_source=normalizer.source, eval_returns=eval_returns, losses=losses, policy=policy,
     )
 
@@ -278,6 +294,7 @@ def train_batched(
     max_episode_steps: int | None = None,
     log_every: int = 1000,
     progress: bool = True,
+    precision: str = "fp32",
 ) -> list[AgentRun]:
     """Train ``len(jobs)`` agents of one kind at once as one model with stacked weights (:mod:`.batched`).
 
@@ -297,7 +314,7 @@ def train_batched(
     if len(dims) != 1:
         raise InvalidData(f"batched jobs must share observation and action widths, got {sorted(dims)}")
     setups = [_setup(j.train_data, j.eval_info, agent, j.seed, cfg, n_updates, episodes, eval_parallel,
-                     max_episode_steps) for j in jobs]
+                     max_episode_steps, precision) for j in jobs]
     evaluators, normalizers, buffers, learners, policies = (list(x) for x in zip(*setups))
     if len({(tuple(e.action_low), tuple(e.action_high)) for e in evaluators}) > 1:
         raise InvalidData("batched jobs must share the evaluation environment's action range")
@@ -350,7 +367,7 @@ def train_batched(
             eval_env=job.eval_info.env_id, curve=curves[j], final_k=final_k, wall_time=wall,
             train_time=train_time / k, eval_time=eval_times[j],
             config={**dataclasses.asdict(cfg), "num_updates": n_updates, "eval_every": every,
-                    "eval_episodes": episodes},
+                    "eval_episodes": episodes, "precision": precision},
             normalizer_source=normalizers[j].source, eval_returns=returns[j], losses=losses[j], policy=policies[j],
             batched_with=k,
         ))

@@ -65,6 +65,11 @@ def _check_names(suite: Suite) -> None:
                 if agents and key not in agents:
                     raise InvalidData(f"stage '{stage.name}': unknown agent '{params['agent']}' (known: "
                                       f"{', '.join(agents)})")
+                precisions = getattr(importlib.import_module("privsynth.evaluation.agents.nets"), "MATMUL_PRECISIONS",
+                                     ())
+                if precisions and params.get("precision", "fp32") not in precisions:
+                    raise InvalidData(f"stage '{stage.name}': unknown agent precision '{params['precision']}' "
+                                      f"(known: {', '.join(precisions)})")
 
 
 def plan_stage(suite: Suite, stage: Stage, finished: dict[str, list[CellRecord]]) -> tuple[list[Cell], int]:
