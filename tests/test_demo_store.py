@@ -10,7 +10,8 @@ import pytest
 from conftest import make_toy_dataset
 from privsynth.data import minari_io
 from privsynth.data.pointmaze import PointMazeConfig
-from privsynth.demo import DemoConfig, _datasets, _render, _store_split
+from privsynth.demo import DemoConfig, _datasets, _split_sensitive, _store_part
+from privsynth.demo_report import render_report
 
 JOBS = [(f"privsynth/t-{maze}-v0", PointMazeConfig(maze=maze, steps=300, seed=i, ref_episodes=1))
         for i, maze in enumerate(("open", "umaze"))]
@@ -42,39 +43,53 @@ def test_rerun_on_an_older_store_flags_the_sensitive_set():
     np.testing.assert_array_equal(again.observations, sensitive.observations)
 
 
+def split_and_store(sensitive, ids, cfg, log):
+    """The demo's split, its parts written as the demo's child process writes them."""
+    members, non_members, to_store = _split_sensitive(sensitive, ids, "privsynth/sens-v0", cfg, log)
+    for dataset_id, part in to_store:
+        log(_store_part(dataset_id, part))
+    return members, non_members
+
+
 def test_split_is_stored_sensitive_and_kept_when_unchanged():
     sensitive = make_toy_dataset(lengths=(5, 3, 7, 4, 6), sensitive=True, name="privsynth/sens-v0")
     ids = ("privsynth/m-v0", "privsynth/n-v0")
     cfg = DemoConfig(member_fraction=0.6, seed=0)
-    parts = sensitive.split_episodes(cfg.member_fraction, seed=cfg.seed)
     lines: list[str] = []
-    _store_split(parts, ids, "privsynth/sens-v0", cfg, lines.append)
+    parts = split_and_store(sensitive, ids, cfg, lines.append)
     assert [ln.split(":")[0] for ln in lines] == [f"  wrote {i}" for i in ids]
     for dataset_id, part in zip(ids, parts):
         stored = minari_io.load_dataset(dataset_id)
         assert stored.info.sensitive and minari_io.describe(dataset_id)["sensitive"]
         np.testing.assert_array_equal(stored.observations, part.observations)
         assert stored.info.extra["split"]["source"] == "privsynth/sens-v0"
+        assert stored.info.extra["split"]["by"] == "transition"  # the demo's unit
     lines = []
-    _store_split(parts, ids, "privsynth/sens-v0", cfg, lines.append)
-    assert lines == [f"  reusing {i}" for i in ids]
-    # another split (another seed) replaces the stored one
-    cfg = dataclasses.replace(cfg, seed=1)
-    parts = sensitive.split_episodes(cfg.member_fraction, seed=cfg.seed)
-    lines = []
-    _store_split(parts, ids, "privsynth/sens-v0", cfg, lines.append)
-    assert all("wrote" in ln for ln in lines)
-    np.testing.assert_array_equal(minari_io.load_dataset(ids[0]).observations, parts[0].observations)
+    assert split_and_store(sensitive, ids, cfg, lines.append) and lines == [f"  reusing {i}" for i in ids]
+    # another split (another seed, or an older demo's split by episode) replaces the stored one
+    for cfg in (dataclasses.replace(cfg, seed=1), dataclasses.replace(cfg, seed=1, unit="trajectory")):
+        lines = []
+        parts = split_and_store(sensitive, ids, cfg, lines.append)
+        assert len(lines) == 2 and all("wrote" in ln for ln in lines)
+        np.testing.assert_array_equal(minari_io.load_dataset(ids[0]).observations, parts[0].observations)
+    assert minari_io.load_dataset(ids[0]).info.extra["split"]["by"] == "episode"
 
 
-def test_report_names_the_stored_split(tmp_path):
+def test_report_names_the_stored_split_and_the_audit_command(tmp_path):
+    command = (f"privsynth --store {tmp_path / 'minari'} audit --release privsynth/syn-v0 --checkpoint w/finetuned.pt "
+               "--members privsynth/m-v0 --non-members privsynth/n-v0 --seed 0 --out a.json")
     report = {
-        "config": dataclasses.asdict(DemoConfig(store=None)), "seconds": {"total": 1.0}, "audit": {},
+        "config": dataclasses.asdict(DemoConfig(store=None)), "seconds": {"total": 1.0},
+        "audit": {"dcr": {"auc": 0.5, "tpr_at_fpr": {"0.01": 0.01}, "config": {"access": "data-only"},
+                          "epsilon_test": {"epsilon_lower_bound": 0.0, "correct": 9, "guesses": 20}}},
+        "epsilon_audit": {"status": "consistent", "line": "consistent with the claimed ε = 10", "notes": []},
+        "audit_command": command,
         "datasets": {"public": ["p"], "sensitive": "s", "synthetic": "privsynth/syn-v0",
                      "members": {"id": "privsynth/m-v0", "episodes": 4, "transitions": 40},
-                     "non_members": {"id": "privsynth/n-v0", "episodes": 1, "transitions": 10}},
+                     "non_members": {"id": "privsynth/n-v0", "episodes": 4, "transitions": 10},
+                     "split": {"by": "transition", "fraction": 0.8, "seed": 0}},
     }
-    md = _render(report, "## Privacy card", tmp_path)
-    assert "`privsynth/m-v0`" in md and "`privsynth/n-v0`" in md
-    assert (f"privsynth --store {tmp_path / 'minari'} audit --release privsynth/syn-v0 --members privsynth/m-v0 "
-            "--non-members privsynth/n-v0") in md
+    md = render_report(report, "## Privacy card", tmp_path)
+    assert "`privsynth/m-v0`" in md and "`privsynth/n-v0`" in md and "split of the sensitive set by transition" in md
+    assert f"`{command}`" in md
+    assert "consistent with the claimed ε = 10" in md and "| dcr | data-only | 0.500 |" in md

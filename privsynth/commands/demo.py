@@ -12,12 +12,16 @@ def register(subparsers) -> None:
         "demo",
         help="generate PointMaze data, pre-train, DP fine-tune, sample, evaluate, audit, write a report",
         description="Run privsynth end to end on a small locally generated PointMaze task (a few minutes on 2 CPU "
-        "cores). Datasets go to <out>/minari unless --store is given; the report is <out>/report.md.",
+        "cores). Datasets go to <out>/minari unless --store is given; the report is <out>/report.md, the audit "
+        "<out>/audit.md (its verdict on the card's ε, and the privsynth audit command that repeats it).",
     )
     p.add_argument("--out", default=d.out, help="output folder (default: %(default)s)")
     p.add_argument("--epsilon", type=float, default=d.epsilon, help="privacy budget ε (default: %(default)s)")
     p.add_argument("--delta", type=float, default=d.delta, help="δ (default: %(default)s)")
-    p.add_argument("--unit", choices=["transition", "trajectory"], default=d.unit, help="privacy unit")
+    p.add_argument("--unit", choices=["transition", "trajectory"], default=d.unit,
+                   help="privacy unit; the sensitive set is split into members and non-members at this unit (by "
+                   "transition, or by episode for trajectory), so the audit can test the card's ε (default: "
+                   "%(default)s)")
     p.add_argument("--sensitive-steps", type=int, default=d.sensitive_steps)
     p.add_argument("--public-steps", type=int, default=d.public_steps, help="steps per public map")
     p.add_argument("-n", "--samples", type=int, default=d.n_samples, help="synthetic transitions to release")
@@ -25,7 +29,7 @@ def register(subparsers) -> None:
     p.add_argument("--agent-updates", type=int, default=d.agent_updates)
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--threads", type=int, default=None,
-                   help="torch threads (default: the cores left idle by other jobs, from the load average)")
+                   help="torch threads (default: the cores left idle by other jobs, measured at start)")
     p.add_argument("--store", default=None, help="Minari store for the demo datasets (default: <out>/minari)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)

@@ -7,7 +7,9 @@ their own name, and record where they came from in ``info.extra["split"]``.
 
 The seed is a non-private seed of the split: it drives no privacy noise. What it buys is the randomness an audit
 relies on: a membership audit's ε lower bound assumes every unit was a member at random, independently of the data,
-so draw the split before training and do not pick the seed after looking at results.
+so draw the split before training and do not pick the seed after looking at results, and draw it at the unit the
+audit tests (:func:`split_for_unit`): a transition-level claim needs a split by transition, a trajectory-level one a
+split by episode.
 """
 from __future__ import annotations
 
@@ -19,9 +21,19 @@ import numpy as np
 from privsynth.data.dataset import ARRAY_FIELDS, DatasetInfo, OfflineDataset
 from privsynth.errors import InvalidData, PrivsynthError
 
-__all__ = ["SPLIT_UNITS", "check_split", "split_dataset", "split_transitions", "named_part", "write_split"]
+__all__ = ["SPLIT_UNITS", "split_for_unit", "check_split", "split_dataset", "split_transitions", "named_part", "write_split"]
 
 SPLIT_UNITS = ("episode", "transition")
+
+
+def split_for_unit(unit: str) -> str:
+    """The split an audit at privacy unit ``unit`` needs: ``'transition'`` for one transition, ``'episode'`` for one
+    trajectory (each unit's membership must be its own random draw; a split by episode gives every transition of an
+    episode the same one, a split by transition leaves episodes partly member)."""
+    units = {"transition": "transition", "trajectory": "episode"}
+    if unit not in units:
+        raise InvalidData(f"unknown privacy unit '{unit}': use 'transition' or 'trajectory'")
+    return units[unit]
 
 
 def check_split(fraction: float, by: str) -> None:
