@@ -14,7 +14,7 @@ the process's own CPU time (with one thread, close to what an idle core gives; w
 variants alike, and reports agent-updates per CPU-second per core (K updates of a K-batch count K). On a CPU with
 native bf16 products (``avx512_bf16`` or AMX) it also times every variant with bf16 products in the wide layers
 (``--precisions``). The last lines are the K = 8 speed-ups per core of IQL and TD3+BC over the unbatched fp32 learner,
-first with fp32 products, then with bf16.
+first with bf16 products (where timed), then, last, with fp32.
 """
 from __future__ import annotations
 
@@ -183,7 +183,7 @@ def bench_batched(args, data) -> None:
                 speedups[precision][name] = (done[label] / cpu[label]) / (done["unbatched"] / cpu["unbatched"])
     print(f"load average {os.getloadavg()[0]:.2f} (after)")
     names = {"iql": "IQL", "td3bc": "TD3+BC", "edac": "EDAC"}
-    for precision in args.precisions:
+    for precision in sorted(args.precisions, key=lambda p: p == "fp32"):  # the fp32 line last, as issue 17 asks
         parts = [f"{names[a]} {speedups[precision][a]:.2f}x" for a in ("iql", "td3bc") if a in speedups[precision]]
         if parts:
             what = "" if precision == "fp32" else f" {precision}"
