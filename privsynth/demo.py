@@ -12,7 +12,8 @@ it has succeeded.
 
 The split is the audit's design (:mod:`privsynth.demo_audit`): the one-run ε bound tests the card's claim only when
 each unit's membership is its own random draw, so a transition-level release (the default) is split **by
-transition** (a random 80% of the transitions, ``privsynth datasets split --by transition`` under the demo's seed) and
+transition** (a random 80% of the transitions, ``privsynth datasets split --by transition`` under a seed derived from
+the demo's, on a random stream apart from the one that generated the data) and
 a trajectory-level one by episode. The members are then a valid dataset of their own: each row keeps its episode id,
 and stored episodes are the chained runs of member steps (gaps start a new Minari episode); DP-SGD, its sample rate
 and δ < 1/N count the N member transitions. What needs whole episodes reads the whole sensitive set (members and
@@ -124,6 +125,12 @@ def _datasets(jobs: list[tuple[str, Any]], workers: int, progress: bool, log: Ca
     from privsynth.data import minari_io
     from privsynth.data.pointmaze import REFERENCE_POLICIES, generate_pointmaze, with_reference_scores
 
+    for dataset_id, pc in jobs:
+        if minari_io.dataset_exists(dataset_id) and not _made_by(dataset_id, pc):
+            # an older demo's set of other settings (--seed, --sensitive-steps, --public-steps): made again, so the
+            # report's config is what the data are (and the split and checkpoints follow, by their stamps)
+            minari_io.delete_dataset(dataset_id)
+            log(f"  discarded {dataset_id}: generated with other settings than this run's")
     for dataset_id, _ in jobs:
         if dataset_id in sensitive and minari_io.dataset_exists(dataset_id) \
                 and not minari_io.describe(dataset_id)["sensitive"]:
@@ -158,6 +165,18 @@ def _datasets(jobs: list[tuple[str, Any]], workers: int, progress: bool, log: Ca
         meanwhile()
     return [_dataset(dataset_id, lambda pc=pc: generate_pointmaze(pc, progress), log, dataset_id in sensitive)
             for dataset_id, pc in jobs]
+
+
+def _made_by(dataset_id: str, pc: Any) -> bool:
+    """Whether the stored ``dataset_id`` was generated from the PointMaze settings ``pc`` (recorded by the generator
+    in ``info.extra["config"]``; a set without the record is taken as another's)."""
+    from privsynth.data import minari_io
+
+    try:
+        made = minari_io.read_info(dataset_id).extra.get("config")
+    except Exception:  # noqa: BLE001 - an unreadable set is made again
+        return False
+    return made == json.loads(json.dumps(dataclasses.asdict(pc)))
 
 
 def _idle_cores(window: float = 0.3) -> int:
@@ -335,9 +354,17 @@ def _store_part(dataset_id: str, part: Any) -> str:
     return f"  wrote {dataset_id}: {part.n_transitions} transitions (split by {part.info.extra['split']['by']})"
 
 
+_REPORT_FILES = ("report.md", "report.json", "audit.json", "audit.md", "audit_roc.png", "audit-rerun.json",
+                 "audit-rerun.md", "audit-rerun-roc.png")
+
+
 def _run(cfg: DemoConfig, threads: int, progress: bool, log: Callable[[str], None]) -> dict[str, Any]:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
+    # an older run's report and audit describe its split and checkpoint, which this run may replace: never left
+    # beside this run's store and work folder (a run that fails leaves no report rather than a stale one)
+    for name in _REPORT_FILES:
+        (out / name).unlink(missing_ok=True)
     store = Path(cfg.store) if cfg.store else out / "minari"
     os.environ["MINARI_DATASETS_PATH"] = str(store.resolve())
 
@@ -374,6 +401,17 @@ def _run(cfg: DemoConfig, threads: int, progress: bool, log: Callable[[str], Non
     return _pipeline(cfg, threads, out, data, clock, progress, log)
 
 
+_SPLIT_STREAM = 0x5B117  # domain tag of the membership split's random stream (kept apart from the data generator's)
+
+
+def membership_seed(seed: int) -> int:
+    """The seed of the demo's members / non-members split for demo seed ``seed``: its own stream, not the one the data
+    generator (and so the environment, and ``numpy.random.default_rng(seed)``) draws from."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([int(seed), _SPLIT_STREAM]).generate_state(1)[0])
+
+
 def _split_sensitive(sensitive: Any, ids: tuple[str, str], source: str, cfg: DemoConfig,
                      log: Callable[[str], None]) -> tuple[Any, Any, list[tuple[str, Any]]]:
     """Split ``sensitive`` at the release's unit (:func:`~privsynth.data.split.split_for_unit`: by transition for
@@ -389,11 +427,15 @@ def _split_sensitive(sensitive: Any, ids: tuple[str, str], source: str, cfg: Dem
     from privsynth.data.split import named_part, split_dataset, split_for_unit
 
     by = split_for_unit(cfg.unit)
-    parts = split_dataset(sensitive, cfg.member_fraction, by=by, seed=cfg.seed)
+    # the generator seeds the environment with cfg.seed, and numpy's default_rng(cfg.seed) would replay the same
+    # stream: membership drawn from it would not be independent of the records, so the split gets its own stream
+    # (a seed derived from cfg.seed, recorded in the split: `privsynth datasets split --seed` repeats it)
+    split_seed = membership_seed(cfg.seed)
+    parts = split_dataset(sensitive, cfg.member_fraction, by=by, seed=split_seed)
     named_parts, to_store = [], []
     for dataset_id, role, part in zip(ids, ("members", "non-members"), parts):
         named = named_part(part, dataset_id, source=source, role=role, fraction=cfg.member_fraction, by=by,
-                           seed=cfg.seed)
+                           seed=split_seed)
         named_parts.append(named)
         if minari_io.dataset_exists(dataset_id):
             old = minari_io.load_dataset(dataset_id)
@@ -404,6 +446,39 @@ def _split_sensitive(sensitive: Any, ids: tuple[str, str], source: str, cfg: Dem
             minari_io.delete_dataset(dataset_id)  # another split: never left beside this run's checkpoint
         to_store.append((dataset_id, named))
     return named_parts[0], named_parts[1], to_store
+
+
+_PUBLIC_STAMP = "pretrained.public"  # beside pretrained.pt: the key of the public sets it was pre-trained on
+
+
+def _public_key(publics: list[Any]) -> str:
+    """SHA-256 of the public sets' rows (what pre-training read)."""
+    import hashlib
+
+    import numpy as np
+
+    from privsynth.data.dataset import ARRAY_FIELDS
+
+    h = hashlib.sha256()
+    for pub in publics:
+        h.update(pub.info.name.encode())
+        for name in ARRAY_FIELDS:
+            h.update(np.ascontiguousarray(getattr(pub, name)).tobytes())
+    return h.hexdigest()
+
+
+def _drop_stale_pretrain(workdir: Path, key: str, log: Callable[[str], None]) -> None:
+    """Delete the work folder's checkpoints (pre-trained, pre-training in progress, fine-tuned from them) unless the
+    stamp says they were pre-trained on the public sets of ``key``."""
+    ckpts = [workdir / n for n in ("pretrained.pt", "pretrain-checkpoint.pt")]
+    if not any(c.exists() for c in ckpts):
+        return
+    stamp = workdir / _PUBLIC_STAMP
+    if stamp.exists() and stamp.read_text().strip() == key:
+        return
+    for path in (*ckpts, workdir / "finetuned.pt", workdir / "finetuned.members", stamp):
+        path.unlink(missing_ok=True)
+    log(f"  discarded the checkpoints in {workdir}: pre-trained on other public data than this run's")
 
 
 @dataclass
@@ -438,6 +513,8 @@ def _pipeline(cfg: DemoConfig, threads: int, out: Path, data: _DemoData, clock: 
     synthetic_id, workdir = data.synthetic_id, out / "work"
     log(f"2/5 synthesize: pre-train on public, DP fine-tune on members (ε={cfg.epsilon:g}, δ={cfg.delta:g}, "
         f"unit={cfg.unit}), sample {cfg.n_samples} from the EMA weights; guarded release written beside steps 3-4")
+    public_key = _public_key(publics)
+    _drop_stale_pretrain(workdir, public_key, log)  # pre-trained on other public sets: pre-train (and fine-tune) again
     key = finetune_key(members, epsilon=cfg.epsilon, delta=cfg.delta, unit=cfg.unit)
     drop_stale_finetune(workdir, key, log)  # a checkpoint that saw other members (an older split) is not resumed
     with clock.stage("synthesize"), _torch_threads(threads):
@@ -454,6 +531,8 @@ def _pipeline(cfg: DemoConfig, threads: int, out: Path, data: _DemoData, clock: 
             progress=progress,
         )
     stamp_finetune(workdir, key)
+    if (workdir / "pretrained.pt").exists():
+        (workdir / _PUBLIC_STAMP).write_text(public_key + "\n")
     # the name synthesize gives a release written as synthetic_id
     synthetic = dataclasses.replace(result.dataset, info=dataclasses.replace(result.dataset.info, name=synthetic_id))
     # the Minari writes (one HDF5 episode per transition; the split's episodes broken at every non-member) are
@@ -508,7 +587,7 @@ def _pipeline(cfg: DemoConfig, threads: int, out: Path, data: _DemoData, clock: 
         f"(budget {cfg.epsilon:g}) at δ = {cfg.delta:g}")
 
     log("5/5 report")
-    split = {"by": data.split_by, "fraction": cfg.member_fraction, "seed": cfg.seed}
+    split = {"by": data.split_by, "fraction": cfg.member_fraction, "seed": membership_seed(cfg.seed)}
     report = {
         "config": dataclasses.asdict(cfg),
         "datasets": {

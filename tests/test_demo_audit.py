@@ -15,7 +15,7 @@ from mia_standin import TinyEDM
 from privsynth.data import minari_io
 from privsynth.data.dataset import ARRAY_FIELDS, DatasetInfo, OfflineDataset
 from privsynth.data.split import split_dataset, split_for_unit
-from privsynth.demo import DemoConfig, _split_sensitive, _store_part
+from privsynth.demo import DemoConfig, _split_sensitive, _store_part, membership_seed
 from privsynth.demo_audit import drop_stale_finetune, finetune_key, rerun_command, run_demo_audit, stamp_finetune
 from privsynth.errors import InvalidData
 from privsynth.evaluation.mia.audit import infer_split
@@ -69,8 +69,10 @@ def test_demo_members_and_non_members_partition_the_sensitive_transitions():
     assert sorted(km + kn) == sorted(ks)  # whose union is the sensitive set, nothing duplicated or lost
     assert members.n_transitions == round(cfg.member_fraction * sensitive.n_transitions)
     assert set(members.episode_ids) & set(non_members.episode_ids)  # by transition: episodes are on both sides
-    # the split of `privsynth datasets split --by transition` under the demo's seed
-    expected = split_dataset(sensitive, cfg.member_fraction, by="transition", seed=cfg.seed)
+    # the split of `privsynth datasets split --by transition` under the demo's split seed: derived from the demo's
+    # seed on its own stream, not numpy's default_rng(seed), which replays the stream that generated the data
+    assert membership_seed(cfg.seed) != cfg.seed
+    expected = split_dataset(sensitive, cfg.member_fraction, by="transition", seed=membership_seed(cfg.seed))
     for part, exp in zip((members, non_members), expected):
         for a in ARRAY_FIELDS:
             np.testing.assert_array_equal(getattr(part, a), getattr(exp, a), err_msg=a)
@@ -81,7 +83,8 @@ def test_demo_members_and_non_members_partition_the_sensitive_transitions():
         for a in ARRAY_FIELDS:
             np.testing.assert_array_equal(getattr(stored, a), getattr(part, a), err_msg=a)
         assert stored.info.extra["split"] == {"source": SOURCE, "part": part.info.extra["split"]["part"],
-                                              "fraction": cfg.member_fraction, "by": "transition", "seed": cfg.seed}
+                                              "fraction": cfg.member_fraction, "by": "transition",
+                                              "seed": membership_seed(cfg.seed)}
     import minari
 
     assert minari.load_dataset(minari_io.resolve_id(IDS[0])).total_steps == members.n_transitions
@@ -194,3 +197,63 @@ def test_demo_verdict_and_its_cli_rerun(tmp_path, monkeypatch):
     assert main(shlex.split(command)[1:]) == 0
     rerun = json.loads((out / "audit-rerun.json").read_text())
     assert rerun["epsilon_audit"]["line"] == ea["line"]
+
+
+def test_a_stored_set_of_other_settings_is_made_again():
+    """Regression: a re-run into the same store with another --seed / --sensitive-steps reused the old sets, so the
+    report's config (and its split seed) described data the run never used."""
+    from privsynth.data.pointmaze import PointMazeConfig
+    from privsynth.demo import _datasets
+
+    job = ("privsynth/t-umaze-v0", PointMazeConfig(maze="umaze", steps=300, seed=0, ref_episodes=1))
+    first, = _datasets([job], 1, False, lambda _: None, sensitive=frozenset({job[0]}))
+    lines: list[str] = []
+    again, = _datasets([job], 1, False, lines.append, sensitive=frozenset({job[0]}))
+    assert lines == [f"  reusing {job[0]}"]  # same settings: kept
+    other = (job[0], dataclasses.replace(job[1], steps=200, seed=1))
+    lines = []
+    made, = _datasets([other], 1, False, lines.append, sensitive=frozenset({job[0]}))
+    assert lines[0].startswith(f"  discarded {job[0]}: generated with other settings")
+    assert made.n_transitions == 200 and made.info.extra["config"]["seed"] == 1 and made.info.sensitive
+    assert minari_io.read_info(job[0]).extra["config"]["steps"] == 200
+
+
+def test_checkpoints_pre_trained_on_other_public_data_are_not_resumed(tmp_path):
+    from conftest import make_toy_dataset
+    from privsynth.demo import _PUBLIC_STAMP, _drop_stale_pretrain, _public_key
+
+    pub, other = make_toy_dataset(lengths=(5, 3), seed=0), make_toy_dataset(lengths=(5, 3), seed=1)
+    key = _public_key([pub])
+    assert key == _public_key([pub]) and key != _public_key([other])
+    names = ("pretrained.pt", "pretrain-checkpoint.pt", "finetuned.pt", "finetuned.members")
+    for n in names:
+        (tmp_path / n).write_bytes(b"x")
+    (tmp_path / _PUBLIC_STAMP).write_text(key + "\n")
+    lines: list[str] = []
+    _drop_stale_pretrain(tmp_path, key, lines.append)
+    assert all((tmp_path / n).exists() for n in names) and not lines  # same public data: resumed
+    _drop_stale_pretrain(tmp_path, _public_key([other]), lines.append)
+    assert not any((tmp_path / n).exists() for n in (*names, _PUBLIC_STAMP)) and "discarded" in lines[0]
+    (tmp_path / "pretrained.pt").write_bytes(b"an older demo's, no stamp")
+    _drop_stale_pretrain(tmp_path, key, lines.append)
+    assert not (tmp_path / "pretrained.pt").exists()
+
+
+def test_a_new_run_removes_the_previous_report_first(tmp_path, monkeypatch):
+    """A re-run that fails must not leave the old report (and its audit command) beside a store and work folder
+    it has started to replace."""
+    import privsynth.demo as demo
+
+    for n in demo._REPORT_FILES:
+        (tmp_path / n).write_text("old")
+
+    class Stop(Exception):
+        pass
+
+    def stop(*_a, **_k):
+        raise Stop
+
+    monkeypatch.setattr(demo, "_datasets", stop)
+    with pytest.raises(Stop):
+        demo._run(DemoConfig(out=str(tmp_path)), 1, False, lambda _: None)
+    assert not any((tmp_path / n).exists() for n in demo._REPORT_FILES)

@@ -236,6 +236,10 @@ def test_dp_finetune_keeps_public_normaliser_and_accounts(pretrained, tmp_path, 
     batch = 16 if unit == "transition" else 4
     assert card["sample_rate"] == pytest.approx(batch / n_units)
     assert card["noise_multiplier"] > 0 and math.isfinite(card["noise_multiplier"])
+    # the private phase's timings (measured on sensitive data, outside the mechanism) stay out of the card
+    private = [ph for ph in card["phases"] if ph.get("private")]
+    assert private and not any("seconds" in k for ph in private for k in ph)
+    assert "seconds" in synth.history[-1]  # ... but the synthesizer's own history (reports, benchmarks) keeps them
 
 
 def test_nonprivate_ablation_is_marked(pretrained, tmp_path):

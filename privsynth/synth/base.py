@@ -23,6 +23,15 @@ __all__ = ["Synthesizer", "NetworkSynthesizer", "Unit"]
 Unit = Literal["transition", "trajectory"]
 
 
+
+def _card_phase(phase: dict[str, Any]) -> dict[str, Any]:
+    """A training phase as the card shows it: a private phase (one that read sensitive data) without its timings.
+    How long the DP fine-tune took is measured on the sensitive data outside any mechanism, so it stays in the
+    synthesizer's ``history`` (reports, benchmarks) and out of the release."""
+    if not phase.get("private"):
+        return dict(phase)
+    return {k: v for k, v in phase.items() if "seconds" not in k}
+
 class Synthesizer(ABC):
     """Common verbs: pretrain, finetune, sample, save, load."""
 
@@ -78,7 +87,7 @@ class Synthesizer(ABC):
             "synthesizer": self.name,
             **self._card_facts(),
             "public_data": list(self.public_data),
-            "phases": [dict(h) for h in self.history],
+            "phases": [_card_phase(h) for h in self.history],
             "config": config_to_dict(self.config),
             "note": self.card_note,
         })
