@@ -451,34 +451,13 @@ def _split_sensitive(sensitive: Any, ids: tuple[str, str], source: str, cfg: Dem
 _PUBLIC_STAMP = "pretrained.public"  # beside pretrained.pt: the key of the public sets it was pre-trained on
 
 
-def _public_key(publics: list[Any]) -> str:
-    """SHA-256 of the public sets' rows (what pre-training read)."""
-    import hashlib
-
-    import numpy as np
-
-    from privsynth.data.dataset import ARRAY_FIELDS
-
-    h = hashlib.sha256()
-    for pub in publics:
-        h.update(pub.info.name.encode())
-        for name in ARRAY_FIELDS:
-            h.update(np.ascontiguousarray(getattr(pub, name)).tobytes())
-    return h.hexdigest()
-
-
 def _drop_stale_pretrain(workdir: Path, key: str, log: Callable[[str], None]) -> None:
     """Delete the work folder's checkpoints (pre-trained, pre-training in progress, fine-tuned from them) unless the
     stamp says they were pre-trained on the public sets of ``key``."""
-    ckpts = [workdir / n for n in ("pretrained.pt", "pretrain-checkpoint.pt")]
-    if not any(c.exists() for c in ckpts):
-        return
-    stamp = workdir / _PUBLIC_STAMP
-    if stamp.exists() and stamp.read_text().strip() == key:
-        return
-    for path in (*ckpts, workdir / "finetuned.pt", workdir / "finetuned.members", stamp):
-        path.unlink(missing_ok=True)
-    log(f"  discarded the checkpoints in {workdir}: pre-trained on other public data than this run's")
+    from privsynth.demo_audit import STAMP, drop_stale
+
+    drop_stale(workdir, _PUBLIC_STAMP, key, ("pretrained.pt", "pretrain-checkpoint.pt"), ("finetuned.pt", STAMP), log,
+               "pre-trained on other public data than this run's")
 
 
 @dataclass
@@ -501,7 +480,8 @@ def _pipeline(cfg: DemoConfig, threads: int, out: Path, data: _DemoData, clock: 
     """Steps 2-5 of :func:`run_demo`, on the data of step 1, with ``threads`` torch threads (one fewer, and as many
     OpenMP/BLAS threads, while the release's child process takes a core: a thread per busy core stalls every
     parallel op behind a descheduled thread)."""
-    from privsynth.demo_audit import drop_stale_finetune, finetune_key, rerun_command, run_demo_audit, stamp_finetune
+    from privsynth.demo_audit import (drop_stale_finetune, finetune_key, rerun_command, rows_key, run_demo_audit,
+                                      stamp_finetune)
     from privsynth.demo_report import render_report
     from privsynth.evaluation.fidelity import tabular_fidelity
     from privsynth.evaluation.report import evaluate_synthetic
@@ -513,7 +493,7 @@ def _pipeline(cfg: DemoConfig, threads: int, out: Path, data: _DemoData, clock: 
     synthetic_id, workdir = data.synthetic_id, out / "work"
     log(f"2/5 synthesize: pre-train on public, DP fine-tune on members (ε={cfg.epsilon:g}, δ={cfg.delta:g}, "
         f"unit={cfg.unit}), sample {cfg.n_samples} from the EMA weights; guarded release written beside steps 3-4")
-    public_key = _public_key(publics)
+    public_key = rows_key(publics)  # what pre-training read
     _drop_stale_pretrain(workdir, public_key, log)  # pre-trained on other public sets: pre-train (and fine-tune) again
     key = finetune_key(members, epsilon=cfg.epsilon, delta=cfg.delta, unit=cfg.unit)
     drop_stale_finetune(workdir, key, log)  # a checkpoint that saw other members (an older split) is not resumed

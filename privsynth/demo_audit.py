@@ -22,8 +22,8 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["WHITE_BOX", "DATA_ONLY", "SIGMA", "REPEATS", "finetune_key", "drop_stale_finetune", "stamp_finetune",
-           "run_demo_audit", "rerun_command"]
+__all__ = ["WHITE_BOX", "DATA_ONLY", "SIGMA", "REPEATS", "rows_key", "drop_stale", "finetune_key", "drop_stale_finetune",
+           "stamp_finetune", "run_demo_audit", "rerun_command"]
 
 WHITE_BOX = ("loss", "loss_ref")  # attacks on the released EMA weights (loss_ref: calibrated by the public model)
 DATA_ONLY = ("dcr",)  # attacks on the released rows (no reference records: none are disjoint from the sensitive set)
@@ -32,28 +32,43 @@ STAMP = "finetuned.members"  # beside finetuned.pt: the key of the members and s
 _CARD_KEYS = ("epsilon", "delta", "unit", "accountant", "private", "synthesizer", "neighbouring_relation")
 
 
-def finetune_key(members: Any, *, epsilon: float, delta: float, unit: str) -> str:
-    """SHA-256 of the member rows and the DP settings a fine-tune used (kept in the work folder, never released)."""
+def rows_key(datasets: Any, **settings: Any) -> str:
+    """SHA-256 of the datasets' names and rows and of ``settings`` (a work-folder stamp, never released)."""
     import numpy as np
 
     from privsynth.data.dataset import ARRAY_FIELDS
 
-    h = hashlib.sha256(json.dumps({"epsilon": epsilon, "delta": delta, "unit": unit}, sort_keys=True).encode())
-    for name in ARRAY_FIELDS:
-        h.update(np.ascontiguousarray(getattr(members, name)).tobytes())
+    h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    for ds in datasets:
+        h.update(ds.info.name.encode())
+        for name in ARRAY_FIELDS:
+            h.update(np.ascontiguousarray(getattr(ds, name)).tobytes())
     return h.hexdigest()
+
+
+def finetune_key(members: Any, *, epsilon: float, delta: float, unit: str) -> str:
+    """The key of a fine-tune: the member rows and the DP settings it used."""
+    return rows_key([members], epsilon=epsilon, delta=delta, unit=unit)
+
+
+def drop_stale(workdir: Path, stamp: str, key: str, checkpoints: tuple[str, ...], also: tuple[str, ...],
+               log: Callable[[str], None], why: str) -> None:
+    """Delete ``checkpoints`` (and ``also``, made from them) in ``workdir`` unless the stamp file ``stamp`` holds
+    ``key``; nothing to do when none of the checkpoints exists."""
+    paths = [workdir / n for n in checkpoints]
+    if not any(p.exists() for p in paths):
+        return
+    if (workdir / stamp).exists() and (workdir / stamp).read_text().strip() == key:
+        return
+    for path in (*paths, *(workdir / n for n in also), workdir / stamp):
+        path.unlink(missing_ok=True)
+    log(f"  discarded {', '.join(checkpoints)} in {workdir}: {why}")
 
 
 def drop_stale_finetune(workdir: Path, key: str, log: Callable[[str], None]) -> None:
     """Delete ``workdir/finetuned.pt`` unless its stamp holds ``key`` (the pre-trained checkpoint, public, stays)."""
-    ckpt, stamp = workdir / "finetuned.pt", workdir / STAMP
-    if not ckpt.exists():
-        return
-    if stamp.exists() and stamp.read_text().strip() == key:
-        return
-    ckpt.unlink()
-    stamp.unlink(missing_ok=True)
-    log(f"  discarded {ckpt}: fine-tuned on other members or settings than this run's; fine-tuning again")
+    drop_stale(workdir, STAMP, key, ("finetuned.pt",), (), log,
+               "fine-tuned on other members or settings than this run's; fine-tuning again")
 
 
 def stamp_finetune(workdir: Path, key: str) -> None:

@@ -220,7 +220,8 @@ def test_a_stored_set_of_other_settings_is_made_again():
 
 def test_checkpoints_pre_trained_on_other_public_data_are_not_resumed(tmp_path):
     from conftest import make_toy_dataset
-    from privsynth.demo import _PUBLIC_STAMP, _drop_stale_pretrain, _public_key
+    from privsynth.demo import _PUBLIC_STAMP, _drop_stale_pretrain
+    from privsynth.demo_audit import rows_key as _public_key
 
     pub, other = make_toy_dataset(lengths=(5, 3), seed=0), make_toy_dataset(lengths=(5, 3), seed=1)
     key = _public_key([pub])
