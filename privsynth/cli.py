@@ -3,6 +3,8 @@
 Subcommands are thin: each lives in a module of :mod:`privsynth.commands` that defines
 ``register(subparsers)`` and sets ``func`` on its parser; the logic lives in the library.
 Any :class:`~privsynth.errors.PrivsynthError` is printed as one line and the exit status is 2.
+Global options: ``--store DIR`` (the Minari store) and ``--threads N|auto`` (torch, OpenMP and BLAS threads for the
+command; ``auto`` measures the idle cores as the demo does).
 """
 from __future__ import annotations
 
@@ -36,6 +38,18 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
 
+def _threads(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive count or 'auto', got '{value}'")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the parser from every module in :mod:`privsynth.commands` (sorted by name)."""
     import privsynth.commands as commands
@@ -48,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--store", default=None, metavar="DIR",
                         help="Minari dataset store to read and write (default: $MINARI_DATASETS_PATH, else "
                              "~/.minari/datasets)")
+    parser.add_argument("--threads", dest="torch_threads", default=None, type=_threads, metavar="N|auto",
+                        help="torch (and OpenMP / BLAS) threads for the command: a count, or 'auto' for the cores "
+                             "other jobs leave idle, measured at start (default: torch's own choice, every core; "
+                             "on a shared machine a thread per busy core slows every step)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
@@ -67,7 +85,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "store", None):
         os.environ["MINARI_DATASETS_PATH"] = str(Path(args.store).expanduser().resolve())
     try:
-        result = args.func(args)
+        if args.torch_threads is None:
+            result = args.func(args)
+        else:
+            from privsynth.demo import _idle_cores, _torch_threads
+
+            threads = _idle_cores() if args.torch_threads == "auto" else int(args.torch_threads)
+            if getattr(args, "threads", False) is None:  # the demo's own --threads, unset: the global one decides
+                args.threads = threads
+            with _torch_threads(threads, native_pools=True):
+                result = args.func(args)
     except PrivsynthError as exc:
         print(f"privsynth: error: {exc}", file=sys.stderr)
         return 2
