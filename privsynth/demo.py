@@ -359,6 +359,12 @@ _REPORT_FILES = ("report.md", "report.json", "audit.json", "audit.md", "audit_ro
 
 
 def _run(cfg: DemoConfig, threads: int, progress: bool, log: Callable[[str], None]) -> dict[str, Any]:
+    from privsynth.data.split import check_split, split_for_unit
+
+    # cheap checks first (before an older report is removed or any data made): the audit's unit, each unit a
+    # random draw, and a member fraction inside (0, 1)
+    by = split_for_unit(cfg.unit)
+    check_split(cfg.member_fraction, by)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     # an older run's report and audit describe its split and checkpoint, which this run may replace: never left
@@ -370,13 +376,11 @@ def _run(cfg: DemoConfig, threads: int, progress: bool, log: Callable[[str], Non
 
     from privsynth.data import minari_io
     from privsynth.data.pointmaze import PointMazeConfig
-    from privsynth.data.split import split_for_unit
 
     clock = _Clock()
     suffix = "-dense" if cfg.dense else ""
     synthetic_id = f"privsynth/demo-synthetic-{cfg.sensitive_maze}{suffix}-eps{cfg.epsilon:g}-v0"
     minari_io.resolve_id(synthetic_id, for_write=True)  # a malformed id fails before any work
-    by = split_for_unit(cfg.unit)  # the audit's unit (an unknown unit fails here): each unit a random draw
 
     log("1/5 data: public and sensitive PointMaze sets (generated locally)")
     with clock.stage("data"):

@@ -30,7 +30,13 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads (default: the cores left idle by other jobs, measured at start)")
-    p.add_argument("--store", default=None, help="Minari store for the demo datasets (default: <out>/minari)")
+    # SUPPRESS: an unset demo --store must not mask the global one (privsynth --store DIR demo)
+    p.add_argument("--store", default=argparse.SUPPRESS,
+                   help="Minari store for the demo datasets (default: the global --store, else <out>/minari)")
+    p.add_argument("--member-fraction", type=float, default=d.member_fraction,
+                   help="share of the sensitive units (transitions, or episodes for --unit trajectory) that are "
+                   "members: DP fine-tuning sees only them, the rest are the audit's non-members (default: "
+                   "%(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
@@ -40,9 +46,9 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = DemoConfig(
         out=args.out, epsilon=args.epsilon, delta=args.delta, unit=args.unit, sensitive_steps=args.sensitive_steps,
-        public_steps=args.public_steps, n_samples=args.samples, seed=args.seed, store=args.store,
+        public_steps=args.public_steps, n_samples=args.samples, seed=args.seed, store=getattr(args, "store", None),
         agents=tuple(a.strip() for a in args.agents.split(",") if a.strip()), agent_updates=args.agent_updates,
-        threads=args.threads,
+        threads=args.threads, member_fraction=args.member_fraction,
     )
     run_demo(cfg, progress=not args.quiet)
     return 0

@@ -32,7 +32,8 @@ def register(subparsers: Any) -> None:
                    help="encoder file: loaded if it exists, else trained on --public and saved there")
     p.add_argument("--agents", type=_csv, default=[], metavar="LIST",
                    help="comma-separated agents trained on the synthetic data, e.g. td3bc,iql (default: none)")
-    p.add_argument("--seeds", type=int, default=3, help="agent seeds 0..N-1 (default 3)")
+    p.add_argument("--seeds", default="3", metavar="N|LIST",
+                   help="agent seeds: a count N (seeds 0..N-1) or a comma list as in 'agents train' (default 3)")
     p.add_argument("--updates", type=int, default=None, metavar="N",
                    help="agent updates per seed (default: the agent's CORL value, hours on a CPU)")
     p.add_argument("--eval-every", type=int, default=None, metavar="N", help="agent evaluation period in updates")
@@ -52,13 +53,28 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_evaluate)
 
 
+def _seed_list(text: str) -> list[int]:
+    """``"3"`` -> seeds 0, 1, 2 (a count); ``"0,4,7"`` or ``"5,"`` -> those seeds (a comma list)."""
+    try:
+        if "," not in text:
+            n = int(text)
+            if n < 1:
+                raise InvalidData(f"--seeds must be a count of at least 1 or a comma list, got '{text}'")
+            return list(range(n))
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise InvalidData(f"--seeds must be a count or a comma list of integers, got '{text}'") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise InvalidData(f"--seeds must list distinct seeds, got '{text}'")
+    return seeds
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     from privsynth.data.minari_io import load_dataset
     from privsynth.evaluation.report import evaluate_synthetic
     from privsynth.evaluation.rl_checks import RLCheckConfig
 
-    if args.seeds < 1:
-        raise InvalidData(f"--seeds must be at least 1, got {args.seeds}")
+    seeds = _seed_list(args.seeds)
     if args.updates is not None and args.updates < 1:
         raise InvalidData(f"--updates must be positive, got {args.updates}")
     if args.out.is_dir() or args.out.suffix == "":
@@ -86,7 +102,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         synthetic,
         real,
         agents=args.agents,
-        seeds=list(range(args.seeds)),
+        seeds=seeds,
         num_updates=args.updates,
         agents_on_real=args.agents_on_real,
         agent_kwargs=agent_kwargs,
