@@ -45,6 +45,8 @@ def run_train(args: argparse.Namespace) -> int:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
         raise InvalidData(f"--seeds must be a comma list of integers, got '{args.seeds}'") from None
+    if not seeds or len(set(seeds)) != len(seeds):  # a repeated seed would count one run twice in mean ± std
+        raise InvalidData(f"--seeds must list distinct seeds, got '{args.seeds}'")
     train = load_dataset(args.data)
     eval_info = load_dataset(args.eval_from).info if args.eval_from else train.info
     summaries = {}

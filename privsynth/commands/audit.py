@@ -246,6 +246,7 @@ def run(args: argparse.Namespace) -> int:
         return _run_canary(args, ref_model)
     if not args.release and not args.checkpoint:
         raise InvalidData("nothing to attack: give --release (data-only), --checkpoint (white-box), or --canaries")
+    _check_unused(args, ref_data, ref_model)
     if not args.members or not args.non_members:
         raise InvalidData("--members and --non-members are required (the fine-tuning records and held-out ones)")
     if args.members == args.non_members:
@@ -313,6 +314,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     print("wrote " + ", ".join(str(p) for p in written.values()))
     return 1 if ea["status"] == "violation" else 0  # as the canary audit: the claim was proved wrong
+
+
+def _check_unused(args: argparse.Namespace, ref_data: str | None, ref_model: str | None) -> None:
+    """Refuse options the requested attacks would silently ignore (the report would not show what was asked)."""
+    if args.data_attacks and not args.release:
+        raise InvalidData("--data-attacks chooses the data-only attacks, which need --release (the published rows)")
+    if ref_data and not args.release:
+        raise InvalidData(f"--reference {ref_data} is reference data for the data-only attacks, which need --release; "
+                          "the calibrated white-box attack takes a public checkpoint: --reference-model FILE.pt")
+    if args.attacks and not args.checkpoint:
+        raise InvalidData("--attacks chooses the white-box attacks, which need --checkpoint (the released model)")
+    if ref_model and not args.checkpoint:
+        raise InvalidData("--reference-model calibrates the white-box attacks, which need --checkpoint")
 
 
 def _card_of_synth(synth) -> dict:

@@ -33,7 +33,8 @@ def run(args: argparse.Namespace) -> int:
     from privsynth.evaluation.bench.tables import write_tables
     from privsynth.evaluation.executors import init_worker
 
-    init_worker()  # cells run inline when workers == 1: one torch thread, as in the pool workers
+    if getattr(args, "torch_threads", None) is None:  # the global --threads decides the inline cells' threads
+        init_worker()  # cells run inline when workers == 1: one torch thread, as in the pool workers
 
     suite = load_suite(args.suite, results_dir=args.results_dir)
     if args.tables_only:

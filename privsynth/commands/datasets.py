@@ -262,6 +262,7 @@ def _import(args: argparse.Namespace) -> int:
     path = Path(args.path)
     if not path.is_file():
         raise PrivsynthError(f"no such file: {path}")
+    _check_refs(args.ref_min, args.ref_max)
     name = args.name or path.stem
     dataset_id = minari_io.resolve_id(name, for_write=True)
     if minari_io.dataset_exists(dataset_id) and not args.overwrite:  # before reading any data
@@ -298,6 +299,15 @@ def _import(args: argparse.Namespace) -> int:
     print(f"imported {ds.n_transitions} transitions in {ds.n_episodes} episodes ({kind}, obs {ds.obs_dim} / act "
           f"{ds.act_dim} dims, env {ds.info.env_id or '-'}) -> {out}")
     return 0
+
+
+def _check_refs(lo: float | None, hi: float | None) -> None:
+    """Reference returns must be finite, and the expert's above the random policy's (else scores flip or divide by 0)."""
+    for flag, v in (("--ref-min", lo), ("--ref-max", hi)):
+        if v is not None and not np.isfinite(v):
+            raise InvalidData(f"{flag} must be a finite return, got {v}")
+    if lo is not None and hi is not None and not hi > lo:
+        raise InvalidData(f"--ref-max ({hi:g}, expert) must exceed --ref-min ({lo:g}, random policy)")
 
 
 def _read_npz(path: Path, **common: Any) -> OfflineDataset:

@@ -3,6 +3,19 @@ from __future__ import annotations
 
 import argparse
 
+from privsynth.errors import InvalidData
+
+
+def _positive_int(value: str) -> int:
+    """argparse type of a count of at least 1 (one line and exit status 2 otherwise, never a traceback later)."""
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive count, got '{value}'")
+    return n
+
 
 def register(subparsers) -> None:
     from privsynth.demo import DemoConfig
@@ -28,7 +41,7 @@ def register(subparsers) -> None:
     p.add_argument("--agents", default="", help="comma list (td3bc, iql, edac) trained on synthetic and real data")
     p.add_argument("--agent-updates", type=int, default=d.agent_updates)
     p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--threads", type=int, default=None,
+    p.add_argument("--threads", type=_positive_int, default=None,
                    help="torch threads (default: the cores left idle by other jobs, measured at start)")
     # SUPPRESS: an unset demo --store must not mask the global one (privsynth --store DIR demo)
     p.add_argument("--store", default=argparse.SUPPRESS,
@@ -41,13 +54,34 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def _check(args: argparse.Namespace) -> tuple[str, ...]:
+    """Refusals that need no data, before an older report is removed or any data is made; returns the agents."""
+    from privsynth.privacy.accounting import check_delta, check_epsilon
+
+    check_epsilon(args.epsilon)
+    check_delta(args.delta)
+    for flag, value in (("--sensitive-steps", args.sensitive_steps), ("--public-steps", args.public_steps),
+                        ("-n/--samples", args.samples), ("--agent-updates", args.agent_updates)):
+        if value < 1:
+            raise InvalidData(f"{flag} must be at least 1, got {value}")
+    agents = tuple(a.strip() for a in args.agents.split(",") if a.strip())
+    if agents:
+        from privsynth.evaluation.agents import AGENTS
+
+        unknown = [a for a in agents if a.lower().replace("+", "").replace("_", "").replace("-", "") not in AGENTS]
+        if unknown:
+            raise InvalidData(f"unknown agent(s) {', '.join(unknown)} in --agents; choose from {', '.join(AGENTS)}")
+    return agents
+
+
 def run(args: argparse.Namespace) -> int:
     from privsynth.demo import DemoConfig, run_demo
 
+    agents = _check(args)
     cfg = DemoConfig(
         out=args.out, epsilon=args.epsilon, delta=args.delta, unit=args.unit, sensitive_steps=args.sensitive_steps,
         public_steps=args.public_steps, n_samples=args.samples, seed=args.seed, store=getattr(args, "store", None),
-        agents=tuple(a.strip() for a in args.agents.split(",") if a.strip()), agent_updates=args.agent_updates,
+        agents=agents, agent_updates=args.agent_updates,
         threads=args.threads, member_fraction=args.member_fraction,
     )
     run_demo(cfg, progress=not args.quiet)

@@ -58,12 +58,15 @@ def _seed_list(text: str) -> list[int]:
     try:
         if "," not in text:
             n = int(text)
-            if n < 1:
-                raise InvalidData(f"--seeds must be a count of at least 1 or a comma list, got '{text}'")
-            return list(range(n))
-        seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
+        else:
+            seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:  # InvalidData is a ValueError too: raised outside this block, so its message survives
         raise InvalidData(f"--seeds must be a count or a comma list of integers, got '{text}'") from None
+    if "," not in text:
+        if n < 1:
+            raise InvalidData(f"--seeds must be a count of at least 1 (seeds 0..N-1) or a comma list such as "
+                              f"'{text},' for that one seed, got '{text}'")
+        return list(range(n))
     if not seeds or len(set(seeds)) != len(seeds):
         raise InvalidData(f"--seeds must list distinct seeds, got '{text}'")
     return seeds
@@ -75,8 +78,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     from privsynth.evaluation.rl_checks import RLCheckConfig
 
     seeds = _seed_list(args.seeds)
-    if args.updates is not None and args.updates < 1:
-        raise InvalidData(f"--updates must be positive, got {args.updates}")
+    for flag, value in (("--updates", args.updates), ("--eval-every", args.eval_every),
+                        ("--eval-episodes", args.eval_episodes), ("--max-rows", args.max_rows),
+                        ("--max-transitions", args.max_transitions)):
+        if value is not None and value < 1:
+            raise InvalidData(f"{flag} must be positive, got {value}")
     if args.out.is_dir() or args.out.suffix == "":
         args.out = args.out / "report.json"  # a directory: the report goes inside it
     synthetic = load_dataset(args.synthetic)

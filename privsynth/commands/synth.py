@@ -101,9 +101,8 @@ def _pretrained_help() -> str:
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
-    from privsynth.synth import TransitionSynthesizer
-
     from privsynth.release import check_resume_files
+    from privsynth.synth import TransitionSynthesizer
 
     _refuse_existing(args.out, args.overwrite)
     ckpt = Path(args.out).with_suffix(".checkpoint.pt")
@@ -160,13 +159,10 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    from privsynth.privacy.guard import check_budget
-    from privsynth.release import release_dataset
-    from privsynth.synth import TransitionSynthesizer
-    from privsynth.synth.pretrained import resolve_pretrained
-
     from privsynth.data import minari_io
-    from privsynth.release import check_release_request, load_synthesizer, prepare_release
+    from privsynth.privacy.guard import check_budget
+    from privsynth.release import check_release_request, load_synthesizer, prepare_release, release_dataset
+    from privsynth.synth.pretrained import resolve_pretrained
 
     check_release_request(args.out_dataset, overwrite=args.overwrite, n=args.n)
     model = resolve_pretrained(args.model)
@@ -274,6 +270,10 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     if args.unit is None:
         args.unit = registry.entry(args.synth).units[0]
 
+    if args.save_model:  # refused now, not after minutes of training and a written release
+        if Path(args.save_model).is_dir():
+            raise InvalidData(f"--save-model {args.save_model} is a directory; give the checkpoint file to write")
+        _refuse_existing(args.save_model, args.overwrite)
     cfg = _config(args) if args.synth == "privorl-n" else _registered_options(args)
     pubs = _ids(args.public)
     res = synthesize(
@@ -387,10 +387,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="public bounds for observation columns the environment spec leaves unbounded (--dp-normalizer)")
     p.add_argument("--reward-bounds", default=None, metavar="LOW,HIGH",
                    help="public reward bounds (--dp-normalizer; the environment spec has none)")
-    p.add_argument("--save-model", default=None, help="also save the fine-tuned synthesizer here")
+    p.add_argument("--save-model", default=None,
+                   help="also save the fine-tuned synthesizer here (refused if it exists, unless --overwrite)")
     _add_postprocess(p)
     p.add_argument("--overwrite", action="store_true",
-                   help="replace an existing dataset with this id, and discard unreadable resume files")
+                   help="replace an existing dataset with this id and an existing --save-model file, and discard "
+                        "unreadable resume files")
     _add_dp(p)
     _add_common(p)
     p.set_defaults(func=cmd_synthesize)

@@ -1,0 +1,29 @@
+"""``privsynth audit``: options for attacks that will not run are refused in one line (they were silently ignored:
+``--attacks pia`` with only ``--release`` audited with dcr alone, ``--reference DATA`` with only ``--checkpoint`` ran
+no calibrated attack), before any data is read."""
+from __future__ import annotations
+
+import pytest
+
+from privsynth.cli import main
+
+CANDIDATES = ["--members", "nope-m", "--non-members", "nope-n"]
+
+
+@pytest.mark.parametrize("target, extra, message", [
+    (["--release", "nope-r"], ["--attacks", "pia"], "--attacks chooses the white-box attacks"),
+    (["--release", "nope-r"], ["--reference-model", "pub.pt"], "--reference-model calibrates the white-box"),
+    (["--checkpoint", "nope.pt"], ["--data-attacks", "dcr"], "--data-attacks chooses the data-only attacks"),
+    (["--checkpoint", "nope.pt"], ["--reference", "public-v0"], "--reference public-v0 is reference data"),
+])
+def test_audit_refuses_options_of_attacks_that_do_not_run(target, extra, message, tmp_path, capsys):
+    assert main(["audit", *target, *CANDIDATES, "--out", str(tmp_path / "a.json"), *extra]) == 2
+    assert message in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_audit_reference_pt_with_checkpoint_is_still_the_reference_model(tmp_path, capsys):
+    # documented back-compatible form: a .pt given to --reference is --reference-model; it gets past the new check
+    assert main(["audit", "--checkpoint", "nope.pt", *CANDIDATES, "--out", str(tmp_path / "a.json"),
+                 "--reference", "pub.pt"]) == 2
+    assert "no local dataset 'nope-m'" in capsys.readouterr().err

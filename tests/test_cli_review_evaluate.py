@@ -1,0 +1,25 @@
+"""``privsynth evaluate``: counts below 1 are refused in one line before any dataset is read (``--max-transitions 0``
+was a ValueError traceback from the RL checks, exit status 1), and ``--seeds 0`` says why it is refused."""
+from __future__ import annotations
+
+import pytest
+
+from privsynth.cli import main
+from privsynth.commands.evaluate import _seed_list
+from privsynth.errors import InvalidData
+
+
+@pytest.mark.parametrize("flag", ["--max-transitions", "--max-rows", "--updates", "--eval-every", "--eval-episodes"])
+def test_evaluate_refuses_counts_below_one_before_loading(flag, capsys):
+    # the datasets do not exist: a check after loading would report them missing instead
+    assert main(["evaluate", "--synthetic", "nope-a", "--real", "nope-b", flag, "0", "--no-tsne", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"privsynth: error: {flag} must be positive, got 0" in err
+    assert "Traceback" not in err
+
+
+def test_evaluate_seed_count_zero_names_the_count_rule():
+    with pytest.raises(InvalidData, match="count of at least 1") as exc:
+        _seed_list("0")
+    assert "'0,'" in str(exc.value)  # how to ask for seed 0 alone
+    assert _seed_list("0,") == [0]
