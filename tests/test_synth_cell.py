@@ -155,3 +155,48 @@ def test_cells_refuse_sensitive_data_as_public():
         _public({"data": {"public": ["pub", "sens"], "sensitive": "sens"}}, ctx)
     with pytest.raises(PrivacyError, match="marked sensitive"):
         _public({"data": {"public": "sens"}}, ctx)
+
+
+J_PUBLIC_ONLY = """
+name: j_public_only
+workers: 1
+datasets:
+  public: {{source: pointmaze, maze: open, steps: 400, seed: 1, dense: true, ref_episodes: 1}}
+  sens:   {{source: pointmaze, maze: umaze, steps: 400, seed: {sens_seed}, dense: true, ref_episodes: 1, sensitive: true}}
+defaults:
+  data: {{public: [public], sensitive: sens}}
+stages:
+  - name: synthesize
+    kind: synthesize
+    grid: {{epsilon: [{eps}], seed: [0]}}
+    params: {{synthesizer: privorl-j, finetune: none, num_samples: 100, config: {{preset: tiny}}}}
+"""
+
+
+@pytest.mark.slow
+def test_registry_public_only_row_reads_no_sensitive_record(tmp_path):
+    """``finetune: none`` for a registry synthesizer (PrivORL-j): the public model alone, identical samples on two
+    different sensitive sets, labelled with the sensitive task's environment, no ledger; epsilon must be 0."""
+    import numpy as np
+
+    from privsynth.evaluation.bench.sources import load_dataset_file
+
+    samples = []
+    for sens_seed in (2, 3):
+        path = tmp_path / f"j{sens_seed}.yaml"
+        path.write_text(textwrap.dedent(J_PUBLIC_ONLY.format(sens_seed=sens_seed, eps="0.0")))
+        suite = load_suite(path, results_dir=tmp_path / f"jres{sens_seed}")
+        res = run_suite(suite, progress=False, log=lambda _: None)
+        assert res.failed == 0, res.failures
+        (rec,) = collect_records(suite)
+        assert rec["result"]["public_only"] is True and "dp_epsilon" not in rec["result"]
+        art = next(suite.out.rglob("synthetic.npz"))
+        assert not list(art.parent.glob("ledger.json"))
+        ds = load_dataset_file(art)
+        assert ds.info.env_id == "PointMaze_UMazeDense-v3"
+        samples.append(ds.transition_matrix())
+    np.testing.assert_array_equal(samples[0], samples[1])
+    path = tmp_path / "jbad.yaml"
+    path.write_text(textwrap.dedent(J_PUBLIC_ONLY.format(sens_seed=2, eps="1.0")))
+    res = run_suite(load_suite(path, results_dir=tmp_path / "jbad"), progress=False, log=lambda _: None)
+    assert res.failed == 1 and "epsilon: 0.0" in res.failures[0].error

@@ -252,11 +252,16 @@ def _synthesize_registered(name: str, params: dict[str, Any], ctx: CellContext) 
     ``config: {preset: tiny, privorl-j: {finetune: {epochs: 20}}}`` only when the cell's synthesizer is privorl-j.
     Result keys: ``fit_seconds`` (pre-train + fine-tune), ``pretrain_seconds``, ``finetune_seconds``, ``unit``, the
     fine-tune's ``dp_steps`` / ``dp_noise_multiplier`` / ``dp_sample_rate`` when the synthesizer records them,
-    ``sample_seconds``, ``n_synthetic``, ``dp_epsilon``, ``n_parameters``, ``peak_rss_mb``."""
+    ``sample_seconds``, ``n_synthetic``, ``dp_epsilon``, ``n_parameters``, ``peak_rss_mb``. ``finetune: none`` with
+    ``epsilon: 0.0`` samples the pre-trained public model alone (``public_only``; no sensitive record is read, no
+    ledger written), for synthesizers that can take the evaluation environment's public facts."""
     from privsynth.release import release_dataset
     from privsynth.synth import registry
 
     entry = registry.entry(name)
+    public_only = params.get("finetune") == "none"  # the public model alone (epsilon 0): no sensitive record read
+    if public_only and (params.get("epsilon") is None or float(params["epsilon"]) != 0.0):
+        raise InvalidData(f"cell {ctx.cell_id}: finetune: none spends no privacy budget; set epsilon: 0.0")
     if params.get("epsilon") is None:
         raise InvalidData(f"cell {ctx.cell_id}: {name} runs only with a DP budget; give an epsilon")
     epsilon, delta = float(params["epsilon"]), float(params.get("delta", 1e-5))
@@ -264,17 +269,24 @@ def _synthesize_registered(name: str, params: dict[str, Any], ctx: CellContext) 
     registry.check_unit(name, unit)  # before any pre-training
     preset, overrides = _split_config(params.get("config"), name)
     synth = registry.make(name, preset=preset, **overrides)
+    if public_only and not callable(getattr(synth, "adopt_environment", None)):
+        raise InvalidData(f"cell {ctx.cell_id}: {name} has no public model to sample on its own (finetune: none)")
     if hasattr(synth.config, "seed"):
         synth.config.seed = int(params.get("seed", 0))
-    sensitive = ctx.dataset(params["data"]["sensitive"])
     public = _public(params, ctx)
     t0 = time.perf_counter()
     registry.pretrain(synth, public)  # registry.fit's first step, timed on its own
     t1 = time.perf_counter()
-    registry.fit(synth, sensitive, public=None, epsilon=epsilon, delta=delta, unit=unit)
+    if public_only:  # only the sensitive set's environment facts (public), to label the sample with its environment
+        synth.adopt_environment(ctx.dataset_info(params["data"]["sensitive"]))
+    else:
+        registry.fit(synth, ctx.dataset(params["data"]["sensitive"]), public=None, epsilon=epsilon, delta=delta,
+                     unit=unit)
     t2 = time.perf_counter()
     out: dict[str, Any] = {"fit_seconds": t2 - t0, "pretrain_seconds": t1 - t0, "finetune_seconds": t2 - t1,
                            "unit": unit}
+    if public_only:
+        out["public_only"] = True
     tuned = [h for h in getattr(synth, "history", []) or [] if h.get("phase") == "finetune"]
     for key in ("noise_multiplier", "steps", "sample_rate"):
         if tuned and isinstance(tuned[-1].get(key), (int, float)):
@@ -285,12 +297,14 @@ def _synthesize_registered(name: str, params: dict[str, Any], ctx: CellContext) 
         synthetic = registry.sample(synth, n_transitions=n, seed=int(params.get("seed", 0)))
         out["sample_seconds"] = time.perf_counter() - t0
         out["n_synthetic"] = len(synthetic)
-        out["dp_epsilon"] = release_dataset(synthetic, synth.ledger, None, epsilon_budget=epsilon, delta=delta)
+        if not public_only:
+            out["dp_epsilon"] = release_dataset(synthetic, synth.ledger, None, epsilon_budget=epsilon, delta=delta)
         save_dataset(synthetic, ctx.artifact_dir / "synthetic.npz")
     if callable(getattr(synth, "n_parameters", None)):
         out["n_parameters"] = synth.n_parameters()
     synth.save(ctx.artifact_dir / "model.ckpt")  # registry.load reads it back (format tag inside the file)
-    (ctx.artifact_dir / "ledger.json").write_text(synth.ledger.to_json())
+    if not public_only:
+        (ctx.artifact_dir / "ledger.json").write_text(synth.ledger.to_json())
     out["peak_rss_mb"] = _peak_rss_mb()
     return out
 
