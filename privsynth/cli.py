@@ -39,15 +39,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _threads(value: str) -> int | str:
-    if value == "auto":
-        return value
-    try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive count or 'auto', got '{value}'")
-    return n
+    from privsynth.commands._types import positive_int
+
+    return value if value == "auto" else positive_int(value, expected="a positive count or 'auto'")
 
 
 def build_parser() -> argparse.ArgumentParser:

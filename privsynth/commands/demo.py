@@ -3,18 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from privsynth.commands._types import positive_int
 from privsynth.errors import InvalidData
-
-
-def _positive_int(value: str) -> int:
-    """argparse type of a count of at least 1 (one line and exit status 2 otherwise, never a traceback later)."""
-    try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive count, got '{value}'")
-    return n
 
 
 def register(subparsers) -> None:
@@ -41,7 +31,7 @@ def register(subparsers) -> None:
     p.add_argument("--agents", default="", help="comma list (td3bc, iql, edac) trained on synthetic and real data")
     p.add_argument("--agent-updates", type=int, default=d.agent_updates)
     p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--threads", type=_positive_int, default=None,
+    p.add_argument("--threads", type=positive_int, default=None,
                    help="torch threads (default: the cores left idle by other jobs, measured at start)")
     # SUPPRESS: an unset demo --store must not mask the global one (privsynth --store DIR demo)
     p.add_argument("--store", default=argparse.SUPPRESS,
