@@ -58,3 +58,18 @@ def test_import_refuses_bad_reference_scores_before_reading(refs, message, tmp_p
     assert message in capsys.readouterr().err
     assert not minari_io.dataset_exists("privsynth/d-v0")
     assert main(["datasets", "import", str(f), "--name", "d", "--ref-min", "0", "--ref-max", "2"]) == 0
+
+
+@pytest.mark.parametrize("extra", [["--obs-cols", "a,b"], ["--map", "reward=r"], ["--act-cols", "x"]])
+def test_import_npz_refuses_table_column_options(extra, tmp_path, capsys):
+    f = tmp_path / "d.npz"
+    f.write_bytes(b"not read: refused before")
+    assert main(["datasets", "import", str(f), "--name", "d", *extra]) == 2
+    assert "takes none" in capsys.readouterr().err
+
+
+def test_import_refuses_env_kwargs_without_env_id(tmp_path, capsys):
+    f = tmp_path / "d.csv"
+    f.write_text("obs_0,act_0,reward\n0.1,0.2,1.0\n")
+    assert main(["datasets", "import", str(f), "--name", "d", "--env-kwargs", '{"a": 1}']) == 2
+    assert "give --env-id too" in capsys.readouterr().err

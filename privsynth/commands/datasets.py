@@ -263,6 +263,14 @@ def _import(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise PrivsynthError(f"no such file: {path}")
     _check_refs(args.ref_min, args.ref_max)
+    if path.suffix.lower() == ".npz":  # column options mean nothing for D4RL-style arrays: refused, not ignored
+        given = [flag for flag, v in (("--obs-cols", args.obs_cols), ("--act-cols", args.act_cols),
+                                      ("--next-obs-cols", args.next_obs_cols), ("--map", args.map)) if v]
+        if given:
+            raise InvalidData(f"{', '.join(given)} name(s) table columns; a .npz file holds D4RL-style arrays "
+                              "(observations, actions, ...) and takes none")
+    if args.env_kwargs and not args.env_id:
+        raise InvalidData("--env-kwargs configures the environment of --env-id; give --env-id too")
     name = args.name or path.stem
     dataset_id = minari_io.resolve_id(name, for_write=True)
     if minari_io.dataset_exists(dataset_id) and not args.overwrite:  # before reading any data

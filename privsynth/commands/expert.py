@@ -135,7 +135,8 @@ def run_train(args: argparse.Namespace) -> int:
     from privsynth.methods.expert_envs import default_env_returns, get_spec
     from privsynth.methods.expert_svt import ReleaseResult
 
-    torch.set_num_threads(1)
+    if getattr(args, "torch_threads", None) is None:  # else the global --threads decides
+        torch.set_num_threads(1)
     _, data, rel, (e1, d1, e2, d2) = _release(args)
     p = {"stable_only": 0.0, "dpsgd": 1.0, "nonprivate": 0.0}.get(args.method, args.p)
     if args.method == "nonprivate":  # raw data as "stable": nothing is DP, ε = ∞ and the guard refuses the ledger
