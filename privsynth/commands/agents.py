@@ -27,7 +27,9 @@ def register(subparsers) -> None:
     t.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                    help="matrix products of the 256x256 layers in fp32 or bf16 (about 1.5x faster on CPUs with "
                         "avx512_bf16 or AMX; other scores than fp32, docs/agents.md; default %(default)s)")
-    t.add_argument("--out", type=Path, help="folder for per-run JSON files and summary.json")
+    t.add_argument("--out", type=Path, help="folder for per-run JSON files and summary.json (a folder holding an "
+                   "earlier run's summary.json is refused unless --overwrite, which removes that run's files first)")
+    t.add_argument("--overwrite", action="store_true", help="replace an earlier run's results in --out")
     t.add_argument("--quiet", action="store_true", help="no progress bars")
     t.set_defaults(func=run_train)
 
@@ -47,6 +49,12 @@ def run_train(args: argparse.Namespace) -> int:
         raise InvalidData(f"--seeds must be a comma list of integers, got '{args.seeds}'") from None
     if not seeds or len(set(seeds)) != len(seeds):  # a repeated seed would count one run twice in mean ± std
         raise InvalidData(f"--seeds must list distinct seeds, got '{args.seeds}'")
+    for flag, value in (("--updates", args.updates), ("--eval-every", args.eval_every),
+                        ("--eval-episodes", args.eval_episodes), ("--final-k", args.final_k)):
+        if value < 1:
+            raise InvalidData(f"{flag} must be at least 1, got {value}")
+    if args.out:
+        _prepare_out(args.out, args.overwrite)
     train = load_dataset(args.data)
     eval_info = load_dataset(args.eval_from).info if args.eval_from else train.info
     summaries = {}
@@ -70,3 +78,19 @@ def run_train(args: argparse.Namespace) -> int:
         (args.out / "summary.json").write_text(json.dumps(payload, indent=1))
         print(f"wrote {args.out / 'summary.json'}")
     return 0
+
+
+def _prepare_out(out: Path, overwrite: bool) -> None:
+    """Refuse to mix runs: an earlier run's summary.json in ``out`` needs ``--overwrite``, which removes that run's
+    summary and per-run files (``AGENT-seedN.json``) before any training, so no stale seed is left beside new ones."""
+    from privsynth.errors import InvalidData
+
+    if out.exists() and not out.is_dir():
+        raise InvalidData(f"--out {out} is a file; give a folder")
+    earlier = [out / "summary.json", *out.glob("*-seed*.json")] if out.is_dir() else []
+    earlier = [f for f in earlier if f.exists()]
+    if earlier and not overwrite:
+        raise InvalidData(f"{out} holds an earlier run's results ({len(earlier)} files); pass --overwrite to replace "
+                          "them or choose another --out")
+    for f in earlier:
+        f.unlink()
