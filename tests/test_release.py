@@ -88,13 +88,13 @@ def test_cli_synthesize_writes_a_carded_dataset(capsys):
     minari_io.write_dataset(sensitive_data(), "privsynth/toy-sensitive-v0")
     rc = main([
         "synthesize", "--public", "privsynth/toy-public-v0", "--sensitive", "privsynth/toy-sensitive-v0",
-        "--epsilon", "8", "--delta", "1e-3", "-n", "100", "--out-dataset", "privsynth/toy-cli-v0",
+        "--epsilon", "8", "--delta", "1e-3", "-n", "100", "--out-dataset", "toy-cli",
         "--config", "demo", "--pretrain-epochs", "1", "--finetune-epochs", "1", "--quiet",
     ])
     assert rc == 0
     card = minari_io.load_dataset("privsynth/toy-cli-v0").info.privacy_card
     assert card["private"] and card["epsilon"] <= 8.0 + 1e-9 and card["delta"] == 1e-3
-    assert "wrote" in capsys.readouterr().out
+    assert "to privsynth/toy-cli-v0:" in capsys.readouterr().out  # the stored id, not the short name typed
     rc = main([
         "synthesize", "--public", "privsynth/toy-public-v0", "--sensitive", "privsynth/toy-sensitive-v0",
         "--epsilon", "8", "--delta", "0.5", "-n", "10", "--out-dataset", "privsynth/toy-cli-bad-v0", "--quiet",

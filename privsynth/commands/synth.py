@@ -213,7 +213,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     st = synth.last_sample_stats
     shards = f"; {len(st['shards'])} shards, seeds {[s['seed'] for s in st['shards']]}" if "shards" in st else ""
     print(
-        f"wrote {ds.n_transitions} transitions to {args.out_dataset} (epsilon {spent:.4g}; "
+        f"wrote {ds.n_transitions} transitions to {minari_io.resolve_id(args.out_dataset)} (epsilon {spent:.4g}; "
         f"{st['nan_rows_dropped']} NaN rows dropped; {st['returned'] / st['seconds']:.0f} rows/s{shards}){note}"
     )
     return 0
@@ -264,6 +264,7 @@ def _registered_options(args: argparse.Namespace):
 
 
 def cmd_synthesize(args: argparse.Namespace) -> int:
+    from privsynth.data import minari_io
     from privsynth.release import synthesize
     from privsynth.synth import registry
 
@@ -304,7 +305,8 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     if args.postprocess:
         dropped += _post_note(res.dataset.info.extra["postprocess"])
     print(
-        f"wrote {res.dataset.n_transitions} synthetic transitions ({args.synth}) to {args.out_dataset}: epsilon "
+        f"wrote {res.dataset.n_transitions} synthetic transitions ({args.synth}) to "
+        f"{minari_io.resolve_id(args.out_dataset)}: epsilon "
         f"{res.epsilon:.4g} at delta {args.delta:g} ({args.unit}){dropped}; "
         f"seconds {json.dumps({k: round(v, 1) for k, v in res.seconds.items()})}"
     )
