@@ -140,7 +140,7 @@ def cpu_config(backbone: str = "transformer") -> TrajSynthConfig:
     # Public pre-training: 100 epochs for the PrivORL-j transformer (3,000 steps on the dense proxy's 1,977 public
     # fragments; loss 0.46 at 10 epochs, 0.21 at 100). Chosen on the public umaze_mirror dense proxy, round 14 of
     # docs/synthesizers.md: IQL / TD3+BC at eps = 10 rose from 13.0 / 19.4 (10 epochs, 5 runs) to 41.3 / 39.7 (3
-    # seeds; 0.71 / 0.73 of the proxy's real rows). The U-Net and DP-Transformer backbones were not screened and keep
+    # seeds; 0.75 / 0.81 of the proxy's real rows). The U-Net and DP-Transformer backbones were not screened and keep
     # 10 epochs.
     epochs = 100.0 if backbone == "transformer" else 10.0
     cfg.pretrain = TrainConfig(epochs=epochs, batch_size=64, lr=1e-3, ema_every=1, ema_decay=0.999)
