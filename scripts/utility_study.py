@@ -109,6 +109,10 @@ CONFIGS: dict[str, dict] = {
     # ... and that public model alone: no fine-tuning, no sensitive record read (epsilon 0)
     "j_pre100_public": {"synthesizer": "privorl-j", "pretrain": {"epochs": 100.0}, "private": False},
     "pretrained": {},  # no fine-tuning at all: the public model alone
+    # round 15 (mirror_dense): the task's public pre-training at 100 epochs instead of the cpu preset's 10, then the
+    # default DP fine-tune; and that public model alone
+    "pre100": {"checkpoint": "pre100"},
+    "pre100_public": {"checkpoint": "pre100", "public_only": True, "private": False},
     # round 6 (dense proxy, 30k updates): keep the public model's coverage while adding the sensitive task
     # blend_public = share of the release's rows sampled from the public (pre-trained) model; the rest from the
     # DP fine-tuned default. Public rows cost no privacy (they never saw the sensitive data).
@@ -195,6 +199,16 @@ def task_data(task: str):
     raise SystemExit(f"unknown task {task}")
 
 
+def pre100_checkpoint() -> Path:
+    """mirror_dense's public pre-training (cpu preset, Δs rows, seed 0) at 100 epochs instead of 10 (round 15)."""
+    ckpt = SCRATCH / "mirror_dense_pretrained_e100.pt"
+    if not ckpt.exists():
+        cfg = cpu_config()
+        cfg.pretrain.epochs = 100.0
+        TransitionSynthesizer(cfg).pretrain(public_maps(dense=True), progress=False).save(ckpt)
+    return ckpt
+
+
 def task_public(task: str) -> list:
     """The public data the task's checkpoint was pre-trained on (the reference of ``--calibrate``)."""
     if task == "mirror_dense":
@@ -243,7 +257,13 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
     else:
         over = dict(CONFIGS[name] or {})
         start = over.pop("checkpoint", None)
-        if task == "mirror_dense" and start != "delta" and name not in ("default", "pretrained"):
+        public_only = name == "pretrained" or over.pop("public_only", False)
+        over.pop("private", None) if public_only else None
+        if start == "pre100":  # round 15: the same recipe pre-trained 10x longer (public data only)
+            if task != "mirror_dense":
+                raise SystemExit("pre100 configurations run on --task mirror_dense")
+            ckpt = pre100_checkpoint()
+        elif task == "mirror_dense" and start != "delta" and name not in ("default", "pretrained"):
             raise SystemExit("mirror_dense pre-trains with Δs rows: run delta_* configurations (or default)")
         if start == "delta" and task != "mirror_dense":
             if task == "proxy":
@@ -251,7 +271,7 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
             ckpt = DELTA_CKPT
         blend = over.pop("blend_public", None)
         synth = TransitionSynthesizer.load(ckpt)
-        if CONFIGS[name] is None or (blend is not None and not over):
+        if CONFIGS[name] is None or not over:
             base = cpu_config()
             over = {"finetune": {k: getattr(base.finetune, k) for k in ("epochs", "batch_size", "lr")},
                     "dp": {"noise_multiplicity": base.dp.noise_multiplicity, "trainable": base.dp.trainable,
@@ -259,7 +279,7 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
         _apply(synth.config, over)
         synth.config.seed = seed
         rec["overrides"] = over if blend is None else {**over, "blend_public": blend}
-        if name != "pretrained":
+        if not public_only:
             synth.config.private = over.get("private", True)
             synth.finetune(sens, float(eps or 1.0), 1e-5, "transition", progress=False)
             h = synth.history[-1]
