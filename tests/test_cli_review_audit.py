@@ -27,3 +27,12 @@ def test_audit_reference_pt_with_checkpoint_is_still_the_reference_model(tmp_pat
     assert main(["audit", "--checkpoint", "nope.pt", *CANDIDATES, "--out", str(tmp_path / "a.json"),
                  "--reference", "pub.pt"]) == 2
     assert "no local dataset 'nope-m'" in capsys.readouterr().err
+
+
+def test_audit_out_folder_gets_audit_json_inside(tmp_path):
+    from privsynth.evaluation.mia.report import report_paths
+
+    for out in (tmp_path / "new-folder", tmp_path):  # a path with no suffix, and an existing folder
+        j, md, png = report_paths(out)
+        assert (j, md, png) == (out / "audit.json", out / "audit.md", out / "audit-roc.png")
+    assert report_paths(tmp_path / "x.json")[0] == tmp_path / "x.json"

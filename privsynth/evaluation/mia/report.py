@@ -193,8 +193,11 @@ def _atomic_write(path: Path, text: str) -> None:
 
 def report_paths(json_path: str | Path, md_path: str | Path | None = None,
                  plot_path: str | Path | None = None) -> tuple[Path, Path, Path]:
-    """(JSON, markdown, plot) paths: markdown and plot default to the JSON's stem; refuses paths that coincide."""
+    """(JSON, markdown, plot) paths: markdown and plot default to the JSON's stem; refuses paths that coincide. A
+    folder (an existing one, or a path with no suffix) gets ``audit.json`` inside it, as ``evaluate --out`` does."""
     json_path = Path(json_path)
+    if json_path.is_dir() or json_path.suffix == "":
+        json_path = json_path / "audit.json"
     if json_path.suffix.lower() in (".md", ".png"):
         raise InvalidData(f"--out {json_path} is where the JSON goes (the report and the plot are written beside it "
                           f"as <stem>.md and <stem>-roc.png): give a .json path")
