@@ -73,3 +73,9 @@ def test_import_refuses_env_kwargs_without_env_id(tmp_path, capsys):
     f.write_text("obs_0,act_0,reward\n0.1,0.2,1.0\n")
     assert main(["datasets", "import", str(f), "--name", "d", "--env-kwargs", '{"a": 1}']) == 2
     assert "give --env-id too" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("noise", ["nan", "inf", "-0.1"])
+def test_pointmaze_refuses_bad_action_noise_before_collecting(noise, capsys):
+    assert main(["datasets", "make", "pointmaze", "--steps", "50", "--action-noise", noise, "--quiet"]) == 2
+    assert "finite non-negative std" in capsys.readouterr().err

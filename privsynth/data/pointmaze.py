@@ -93,8 +93,8 @@ class PointMazeConfig:
             raise InvalidData(f"unknown maze '{self.maze}'; choose one of {', '.join(MAZES)}")
         if self.steps < 1:
             raise InvalidData(f"steps must be at least 1, got {self.steps}")
-        if self.action_noise < 0:
-            raise InvalidData(f"action_noise must be non-negative, got {self.action_noise}")
+        if not 0 <= self.action_noise < float("inf"):  # NaN and inf too: refused before any data is collected
+            raise InvalidData(f"action_noise must be a finite non-negative std, got {self.action_noise}")
         if self.ref_episodes < 1:
             raise InvalidData(f"ref_episodes must be at least 1, got {self.ref_episodes}")
 
