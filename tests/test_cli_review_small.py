@@ -79,3 +79,10 @@ def test_import_refuses_env_kwargs_without_env_id(tmp_path, capsys):
 def test_pointmaze_refuses_bad_action_noise_before_collecting(noise, capsys):
     assert main(["datasets", "make", "pointmaze", "--steps", "50", "--action-noise", noise, "--quiet"]) == 2
     assert "finite non-negative std" in capsys.readouterr().err
+
+
+def test_list_options_name_what_they_expect(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["methods", "dp-vapvi", "--ks", "20,x"])
+    assert e.value.code == 2
+    assert "expected a comma list of counts, got '20,x'" in capsys.readouterr().err

@@ -8,9 +8,7 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
-
-def _floats(text: str) -> list[float]:
-    return [float(x) for x in text.split(",") if x]
+from privsynth.commands._types import float_list
 
 
 def _suite_cfg(args: argparse.Namespace):
@@ -28,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=lambda _args: (p.print_help(), 2)[1])
 
     c = sub.add_parser("cost", help="per-query (epsilon, delta) of the Dirichlet mechanism (Theorem 1) for some k")
-    c.add_argument("--k", type=_floats, default=[5.0, 1.0, 0.5, 0.1, 0.05])
+    c.add_argument("--k", type=float_list, default=[5.0, 1.0, 0.5, 0.1, 0.05])
     c.add_argument("--m", type=int, required=True, help="number of actions")
     c.add_argument("--eta", type=float, default=0.1)
     c.add_argument("--lipschitz", type=float, required=True, help="L of the restricted teacher (raw observation units)")

@@ -5,13 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-
-def _floats(text: str) -> list[float]:
-    return [float(x) for x in text.split(",") if x]
-
-
-def _ints(text: str) -> list[int]:
-    return [int(float(x)) for x in text.split(",") if x]
+from privsynth.commands._types import float_list, int_list
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,9 +16,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     lin = sub.add_parser("dp-vapvi", help="gap vs K on the synthetic linear MDP: PEVI, VAPVI, DP-VAPVI, VAPVI on DP synthetic data")
     lin.add_argument("--out", type=Path, default=Path("evaluation/dp_vapvi"),
                      help="folder for the results table and plot (default: %(default)s)")
-    lin.add_argument("--ks", type=_ints, default=None, help="comma-separated episode counts K")
-    lin.add_argument("--rhos", type=_floats, default=None, help="zCDP budgets of DP-VAPVI")
-    lin.add_argument("--synthetic-rhos", type=_floats, default=None, help="budgets of the count release (route B)")
+    lin.add_argument("--ks", type=int_list, default=None, help="comma-separated episode counts K")
+    lin.add_argument("--rhos", type=float_list, default=None, help="zCDP budgets of DP-VAPVI")
+    lin.add_argument("--synthetic-rhos", type=float_list, default=None, help="budgets of the count release (route B)")
     lin.add_argument("--seeds", type=int, default=10, help="repetitions per point, seeds 0..N-1 (default: %(default)s)")
     lin.add_argument("--c-bonus", type=float, default=0.1, help="C in Γ = C√d‖φ‖ + D/K")
     lin.add_argument("--lam", type=float, default=0.01, help="ridge λ")
@@ -37,8 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="folder for the results table and plot (default: %(default)s)")
     tab.add_argument("--env", default="random", choices=["random", "gridworld"],
                      help="tabular MDP: a random one or the gridworld (default: %(default)s)")
-    tab.add_argument("--ns", type=_ints, default=None, help="comma-separated episode counts n (default: the experiment's)")
-    tab.add_argument("--rhos", type=_floats, default=None, help="zCDP budgets of DP-APVI (default: the experiment's)")
+    tab.add_argument("--ns", type=int_list, default=None, help="comma-separated episode counts n (default: the experiment's)")
+    tab.add_argument("--rhos", type=float_list, default=None, help="zCDP budgets of DP-APVI (default: the experiment's)")
     tab.add_argument("--seeds", type=int, default=10, help="repetitions per point, seeds 0..N-1 (default: %(default)s)")
     tab.add_argument("--horizon", type=int, default=None, help="episode length H (default: the environment's)")
     tab.set_defaults(func=_run_tabular)
