@@ -212,10 +212,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
     spent = release_dataset(ds, synth.ledger, args.out_dataset, epsilon_budget=budget, overwrite=args.overwrite)
     st = synth.last_sample_stats
     shards = f"; {len(st['shards'])} shards, seeds {[s['seed'] for s in st['shards']]}" if "shards" in st else ""
-    print(
-        f"wrote {ds.n_transitions} transitions to {minari_io.resolve_id(args.out_dataset)} (epsilon {spent:.4g}; "
-        f"{st['nan_rows_dropped']} NaN rows dropped; {st['returned'] / st['seconds']:.0f} rows/s{shards}){note}"
-    )
+    print(f"wrote {ds.n_transitions} transitions to {minari_io.resolve_id(args.out_dataset, for_write=True)} "
+          f"(epsilon {spent:.4g}; {st['nan_rows_dropped']} NaN rows dropped; "
+          f"{st['returned'] / st['seconds']:.0f} rows/s{shards}){note}")
     return 0
 
 
@@ -306,7 +305,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
         dropped += _post_note(res.dataset.info.extra["postprocess"])
     print(
         f"wrote {res.dataset.n_transitions} synthetic transitions ({args.synth}) to "
-        f"{minari_io.resolve_id(args.out_dataset)}: epsilon "
+        f"{minari_io.resolve_id(args.out_dataset, for_write=True)}: epsilon "
         f"{res.epsilon:.4g} at delta {args.delta:g} ({args.unit}){dropped}; "
         f"seconds {json.dumps({k: round(v, 1) for k, v in res.seconds.items()})}"
     )
