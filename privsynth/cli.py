@@ -82,12 +82,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.torch_threads is None:
             result = args.func(args)
         else:
-            from privsynth.demo import _idle_cores, _torch_threads
+            from privsynth.threads import idle_cores, torch_threads
 
-            threads = _idle_cores() if args.torch_threads == "auto" else int(args.torch_threads)
+            threads = idle_cores() if args.torch_threads == "auto" else int(args.torch_threads)
             if getattr(args, "threads", False) is None:  # the demo's own --threads, unset: the global one decides
                 args.threads = threads
-            with _torch_threads(threads, native_pools=True):
+            with torch_threads(threads, native_pools=True):
                 result = args.func(args)
     except PrivsynthError as exc:
         print(f"privsynth: error: {exc}", file=sys.stderr)

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from privsynth.threads import idle_cores, torch_threads
+
 from privsynth.errors import PrivsynthError
 
 __all__ = ["DemoConfig", "run_demo"]
@@ -179,69 +181,11 @@ def _made_by(dataset_id: str, pc: Any) -> bool:
     return made == json.loads(json.dumps(dataclasses.asdict(pc)))
 
 
-def _idle_cores(window: float = 0.3) -> int:
-    """Cores free right now: busy time over ``window`` seconds from ``/proc/stat`` (Linux), else the 1-minute load
-    average. The load average remembers the last minute (a ``pip install`` just before ``make demo`` reads as a busy
-    machine and halves the demo's threads: fine-tune 25 s at 2 threads vs 38 s at 1, measured), so it is the
-    fallback only."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    busy = _busy_cores(window)
-    if busy is None:
-        try:
-            busy = os.getloadavg()[0]
-        except OSError:  # not available on this platform
-            return cores
-    return max(1, min(cores, int(cores - busy + 0.5)))
-
-
-def _busy_cores(window: float) -> float | None:
-    """Cores' worth of busy time over ``window`` seconds from the kernel's counters (None where there are none)."""
-    def sample() -> tuple[int, int, int] | None:
-        try:
-            with open("/proc/stat") as f:
-                lines = f.read().splitlines()
-        except OSError:
-            return None
-        ticks = [int(v) for v in lines[0].split()[1:]]
-        n_cpus = sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
-        return sum(ticks), ticks[3] + (ticks[4] if len(ticks) > 4 else 0), n_cpus  # total, idle + iowait, cpus
-
-    first = sample()
-    if first is None:
-        return None
-    time.sleep(window)
-    second = sample()
-    if second is None or second[0] <= first[0]:
-        return None
-    total, idle = second[0] - first[0], second[1] - first[1]
-    return (1.0 - idle / total) * second[2]
-
-
 def run_demo(cfg: DemoConfig, *, progress: bool = True, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the whole pipeline; return the report dict (also written to ``<out>/report.json`` and ``report.md``)."""
-    threads = cfg.threads or _idle_cores()
+    threads = cfg.threads or idle_cores()
     log(f"torch threads: {threads}")
     return _run(cfg, threads, progress, log)
-
-
-@contextlib.contextmanager
-def _torch_threads(threads: int, *, native_pools: bool = False) -> Iterator[None]:
-    """torch's intra-op threads set to ``threads`` for the block; with ``native_pools`` also the OpenMP and BLAS
-    pools of other libraries (scikit-learn's t-SNE)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        if native_pools:
-            from threadpoolctl import threadpool_limits
-
-            with threadpool_limits(limits=threads):
-                yield
-        else:
-            yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _import_pipeline() -> None:
@@ -501,7 +445,7 @@ def _pipeline(cfg: DemoConfig, threads: int, out: Path, data: _DemoData, clock: 
     _drop_stale_pretrain(workdir, public_key, log)  # pre-trained on other public sets: pre-train (and fine-tune) again
     key = finetune_key(members, epsilon=cfg.epsilon, delta=cfg.delta, unit=cfg.unit)
     drop_stale_finetune(workdir, key, log)  # a checkpoint that saw other members (an older split) is not resumed
-    with clock.stage("synthesize"), _torch_threads(threads):
+    with clock.stage("synthesize"), torch_threads(threads):
         result = synthesize(  # out_dataset=None: the guard's checks run here, the write runs below
             members,  # the member transitions only: no non-member reaches the synthesizer or its normaliser
             epsilon=cfg.epsilon,
@@ -529,7 +473,7 @@ def _pipeline(cfg: DemoConfig, threads: int, out: Path, data: _DemoData, clock: 
                             non_members=data.split_ids[1], workdir=str(workdir), unit=cfg.unit, seed=cfg.seed,
                             max_units=cfg.audit_units, out=str(out / "audit-rerun.json"))
     try:
-        with _torch_threads(max(1, threads - 1), native_pools=True):
+        with torch_threads(max(1, threads - 1), native_pools=True):
             log("3/5 evaluate: fidelity, RL-aware checks" + (f", agents {', '.join(cfg.agents)}" if cfg.agents else "")
                 + " against the whole sensitive set (whole episodes); fidelity also against the members")
             with clock.stage("evaluate"):

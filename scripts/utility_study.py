@@ -52,6 +52,10 @@ DELTA_CKPT = ROOT / "pretrained" / "pointmaze-umaze" / "model.pt"
 # the absolute-s' rows start from the former default, now pretrained/pointmaze-umaze-absolute
 ABSOLUTE_CKPT = ROOT / "pretrained" / "pointmaze-umaze-absolute" / "model.pt"
 
+# Public pre-training epochs of every study row before round 15 (the cpu presets had 10; they have 100 since rounds
+# 14-15, so the study pins its own recipe: rows made on a fresh machine match the committed ones).
+STUDY_PRETRAIN_EPOCHS = 10.0
+
 # Named fine-tuning configurations: overrides of cpu_config() (finetune / dp sections only; pre-training is fixed).
 CONFIGS: dict[str, dict] = {
     "old": {"finetune": {"epochs": 30.0, "batch_size": 2048, "lr": 3e-3}, "dp": {"noise_multiplicity": 1}},
@@ -107,12 +111,12 @@ CONFIGS: dict[str, dict] = {
     # round 14: 10x the public pre-training (the cpu preset's 10 epochs are 300 steps; loss 0.46 -> 0.21 at 100)
     "j_pre100": {"synthesizer": "privorl-j", "dp": {"trainable": "bias_norm"}, "pretrain": {"epochs": 100.0}},
     # ... and that public model alone: no fine-tuning, no sensitive record read (epsilon 0)
-    "j_pre100_public": {"synthesizer": "privorl-j", "pretrain": {"epochs": 100.0}, "private": False},
+    "j_pre100_public": {"synthesizer": "privorl-j", "pretrain": {"epochs": 100.0}, "public_only": True},
     "pretrained": {},  # no fine-tuning at all: the public model alone
     # round 15 (mirror_dense): the task's public pre-training at 100 epochs instead of the cpu preset's 10, then the
     # default DP fine-tune; and that public model alone
     "pre100": {"checkpoint": "pre100"},
-    "pre100_public": {"checkpoint": "pre100", "public_only": True, "private": False},
+    "pre100_public": {"checkpoint": "pre100", "public_only": True},
     # round 6 (dense proxy, 30k updates): keep the public model's coverage while adding the sensitive task
     # blend_public = share of the release's rows sampled from the public (pre-trained) model; the rest from the
     # DP fine-tuned default. Public rows cost no privacy (they never saw the sensitive data).
@@ -151,14 +155,15 @@ def privorl_j_release(name: str, sens, eps: float, seed: int, n_rows: int, rec: 
     task's reward type), DP fine-tune it on ``sens`` at unit = trajectory, and stitch ``n_rows`` transitions."""
     from privsynth.synth import registry
 
-    over = {k: v for k, v in CONFIGS[name].items() if k not in ("synthesizer", "private")}
+    over = {k: v for k, v in CONFIGS[name].items() if k not in ("synthesizer", "public_only")}
     synth = registry.make("privorl-j", preset="cpu")
+    synth.config.pretrain.epochs = STUDY_PRETRAIN_EPOCHS  # the rows' recipe; the preset has 100 since round 14
     _apply(synth.config, over)
     synth.config.seed = seed
     synth.pretrain(public_maps(dense="Dense" in (sens.info.env_id or "")), progress=False)
     h = synth.history[-1]
     rec.update(pretrain_steps=h.get("steps"), pretrain_loss=h.get("final_loss"), overrides=over)
-    if CONFIGS[name].get("private") is False:  # the public model alone: only the environment's public facts
+    if CONFIGS[name].get("public_only"):  # the public model alone: only the environment's public facts
         synth.adopt_environment(sens.info)
         return registry.sample(synth, n_transitions=n_rows, seed=seed), synth
     synth.finetune(sens, eps, 1e-5, progress=False)
@@ -178,6 +183,7 @@ def task_data(task: str):
                       for m in ("open", "large")]
             cfg = cpu_config()
             cfg.next_state = "absolute"  # the proxy rows of docs/synthesizers.md were absolute s'
+            cfg.pretrain.epochs = STUDY_PRETRAIN_EPOCHS
             synth = TransitionSynthesizer(cfg).pretrain(public, progress=False)
             synth.save(ckpt)
         return sens, ckpt
@@ -188,23 +194,21 @@ def task_data(task: str):
     if task == "mirror_dense":
         sens = dataset("umaze_mirror-dense-20k-s12",
                        PointMazeConfig(maze="umaze_mirror", steps=20_000, seed=12, ref_episodes=10, dense=True))
-        ckpt = SCRATCH / "mirror_dense_pretrained.pt"
-        if not ckpt.exists():  # the table1_cpu pretrain cell's recipe: cpu preset (Δs rows), seed 0
-            synth = TransitionSynthesizer(cpu_config()).pretrain(public_maps(dense=True), progress=False)
-            synth.save(ckpt)
-        return sens, ckpt
+        return sens, mirror_dense_checkpoint(STUDY_PRETRAIN_EPOCHS)
     if task == "umaze":
         sens = dataset("umaze-20k-s2", PointMazeConfig(maze="umaze", steps=20_000, seed=2, ref_episodes=10))
         return sens, ABSOLUTE_CKPT
     raise SystemExit(f"unknown task {task}")
 
 
-def pre100_checkpoint() -> Path:
-    """mirror_dense's public pre-training (cpu preset, Δs rows, seed 0) at 100 epochs instead of 10 (round 15)."""
-    ckpt = SCRATCH / "mirror_dense_pretrained_e100.pt"
+def mirror_dense_checkpoint(epochs: float) -> Path:
+    """mirror_dense's public pre-training: the table1_cpu pretrain cell's recipe (cpu preset, Δs rows, seed 0) for
+    ``epochs`` epochs (10: rounds 4-14; 100: round 15's ``pre100``)."""
+    tag = "" if epochs == STUDY_PRETRAIN_EPOCHS else f"_e{epochs:g}"
+    ckpt = SCRATCH / f"mirror_dense_pretrained{tag}.pt"
     if not ckpt.exists():
         cfg = cpu_config()
-        cfg.pretrain.epochs = 100.0
+        cfg.pretrain.epochs = epochs
         TransitionSynthesizer(cfg).pretrain(public_maps(dense=True), progress=False).save(ckpt)
     return ckpt
 
@@ -258,11 +262,10 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
         over = dict(CONFIGS[name] or {})
         start = over.pop("checkpoint", None)
         public_only = name == "pretrained" or over.pop("public_only", False)
-        over.pop("private", None) if public_only else None
         if start == "pre100":  # round 15: the same recipe pre-trained 10x longer (public data only)
             if task != "mirror_dense":
                 raise SystemExit("pre100 configurations run on --task mirror_dense")
-            ckpt = pre100_checkpoint()
+            ckpt = mirror_dense_checkpoint(100.0)
         elif task == "mirror_dense" and start != "delta" and name not in ("default", "pretrained"):
             raise SystemExit("mirror_dense pre-trains with Δs rows: run delta_* configurations (or default)")
         if start == "delta" and task != "mirror_dense":
@@ -448,7 +451,8 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     for seed in [int(s) for s in args.seeds.split(",")]:
         for name in args.configs.split(","):
-            no_dp = name in ("real", "nodp", "pretrained") or (CONFIGS.get(name) or {}).get("private") is False
+            cfg = CONFIGS.get(name) or {}
+            no_dp = name in ("real", "nodp", "pretrained") or cfg.get("private") is False or cfg.get("public_only")
             for eps in ([None] if no_dp else [float(e) for e in args.eps.split(",")]):
                 if (name + post_suffix(args), eps, seed) in done_keys(out):
                     continue

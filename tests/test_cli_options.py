@@ -6,7 +6,7 @@ import pytest
 
 from privsynth import demo as demo_mod
 from privsynth.cli import build_parser, main
-from privsynth.commands.evaluate import _seed_list
+from privsynth.commands._types import seed_list
 from privsynth.errors import InvalidData
 
 
@@ -35,10 +35,10 @@ def test_demo_refuses_bad_member_fraction_before_any_work(fraction, tmp_path, ca
 
 
 def test_evaluate_seeds_count_or_list():
-    assert _seed_list("3") == [0, 1, 2]
-    assert _seed_list("0,4,7") == [0, 4, 7]
-    assert _seed_list("5,") == [5]
+    assert seed_list("3", count=True) == [0, 1, 2]
+    assert seed_list("0,4,7", count=True) == [0, 4, 7]
+    assert seed_list("5,", count=True) == [5]
     for bad in ("0", "-2", "a", "1,1", ","):
         with pytest.raises(InvalidData, match="--seeds"):
-            _seed_list(bad)
+            seed_list(bad, count=True)
     assert build_parser().parse_args(["evaluate", "--synthetic", "a", "--real", "b"]).seeds == "3"

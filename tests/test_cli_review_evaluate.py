@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from privsynth.cli import main
-from privsynth.commands.evaluate import _seed_list
+from privsynth.commands._types import seed_list
 from privsynth.errors import InvalidData
 
 
@@ -20,6 +20,6 @@ def test_evaluate_refuses_counts_below_one_before_loading(flag, capsys):
 
 def test_evaluate_seed_count_zero_names_the_count_rule():
     with pytest.raises(InvalidData, match="count of at least 1") as exc:
-        _seed_list("0")
+        seed_list("0", count=True)
     assert "'0,'" in str(exc.value)  # how to ask for seed 0 alone
-    assert _seed_list("0,") == [0]
+    assert seed_list("0,", count=True) == [0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from privsynth import cli, demo
+from privsynth import cli, threads
 
 
 @pytest.fixture(autouse=True)
@@ -47,7 +47,7 @@ def test_threads_count_applies_and_restores(monkeypatch):
 def test_threads_auto_uses_idle_cores(monkeypatch):
     seen: dict = {}
     _with_probe(monkeypatch, seen)
-    monkeypatch.setattr(demo, "_idle_cores", lambda: 1)
+    monkeypatch.setattr(threads, "idle_cores", lambda: 1)
     assert cli.main(["--threads", "auto", "probe"]) == 0
     assert seen["torch"] == 1
 

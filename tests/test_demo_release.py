@@ -57,16 +57,16 @@ def test_without_fork_the_release_runs_in_process(monkeypatch):
 
 def test_demo_threads_follow_the_cores_free_now(monkeypatch):
     """The demo's thread count comes from busy time measured now (/proc/stat), the load average only as a fallback."""
-    import privsynth.demo as demo
+    import privsynth.threads as demo  # the demo's thread count comes from privsynth.threads
 
-    busy = demo._busy_cores(0.05)
+    busy = demo.busy_cores(0.05)
     if busy is not None:  # Linux: a share of the machine's cpus
         assert 0.0 <= busy <= (os.cpu_count() or 1) + 1e-9
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    monkeypatch.setattr(demo, "_busy_cores", lambda window: 0.1)
-    assert demo._idle_cores() == 2
-    monkeypatch.setattr(demo, "_busy_cores", lambda window: 1.6)
-    assert demo._idle_cores() == 1
-    monkeypatch.setattr(demo, "_busy_cores", lambda window: None)
+    monkeypatch.setattr(demo, "busy_cores", lambda window: 0.1)
+    assert demo.idle_cores() == 2
+    monkeypatch.setattr(demo, "busy_cores", lambda window: 1.6)
+    assert demo.idle_cores() == 1
+    monkeypatch.setattr(demo, "busy_cores", lambda window: None)
     monkeypatch.setattr(os, "getloadavg", lambda: (0.2, 0.0, 0.0))
-    assert demo._idle_cores() == 2
+    assert demo.idle_cores() == 2

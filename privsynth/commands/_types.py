@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
+
+from privsynth.errors import InvalidData
 
 
 def positive_int(value: str, *, expected: str = "a positive count") -> int:
@@ -29,3 +32,31 @@ def int_list(text: str) -> list[int]:
         return [int(float(x)) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a comma list of counts, got '{text}'") from None
+
+
+def require_counts(counts: Iterable[tuple[str, int | None]], *, must: str = "at least 1") -> None:
+    """Refuse, before any data is read, a given count below 1 (``None``: not given, left to the default)."""
+    for flag, value in counts:
+        if value is not None and value < 1:
+            raise InvalidData(f"{flag} must be {must}, got {value}")
+
+
+def seed_list(text: str, *, count: bool) -> list[int]:
+    """Agent seeds: a comma list of distinct seeds (``"0,4,7"``, ``"5,"``); with ``count`` a bare number N means
+    seeds 0..N-1 (``evaluate``), without it the one seed N (``agents train``)."""
+    try:
+        if count and "," not in text:
+            n = int(text)
+        else:
+            seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:  # InvalidData is a ValueError too: raised outside this block, so its message survives
+        what = "a count or a comma list of integers" if count else "a comma list of integers"
+        raise InvalidData(f"--seeds must be {what}, got '{text}'") from None
+    if count and "," not in text:
+        if n < 1:
+            raise InvalidData(f"--seeds must be a count of at least 1 (seeds 0..N-1) or a comma list such as "
+                              f"'{text},' for that one seed, got '{text}'")
+        return list(range(n))
+    if not seeds or len(set(seeds)) != len(seeds):  # a repeated seed would count one run twice in mean ± std
+        raise InvalidData(f"--seeds must list distinct seeds, got '{text}'")
+    return seeds

@@ -5,6 +5,8 @@ import argparse
 import json
 from pathlib import Path
 
+from privsynth.commands._types import require_counts, seed_list
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("agents", help="train IQL / TD3+BC / EDAC on a dataset, scored in the real environment")
@@ -43,16 +45,9 @@ def run_train(args: argparse.Namespace) -> int:
     unknown = [a for a in agents if a not in AGENTS]
     if unknown or not agents:
         raise InvalidData(f"unknown agent(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(AGENTS)}")
-    try:
-        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    except ValueError:
-        raise InvalidData(f"--seeds must be a comma list of integers, got '{args.seeds}'") from None
-    if not seeds or len(set(seeds)) != len(seeds):  # a repeated seed would count one run twice in mean ± std
-        raise InvalidData(f"--seeds must list distinct seeds, got '{args.seeds}'")
-    for flag, value in (("--updates", args.updates), ("--eval-every", args.eval_every),
-                        ("--eval-episodes", args.eval_episodes), ("--final-k", args.final_k)):
-        if value < 1:
-            raise InvalidData(f"{flag} must be at least 1, got {value}")
+    seeds = seed_list(args.seeds, count=False)
+    require_counts((("--updates", args.updates), ("--eval-every", args.eval_every),
+                    ("--eval-episodes", args.eval_episodes), ("--final-k", args.final_k)))
     if args.out:
         _prepare_out(args.out, args.overwrite)
     train = load_dataset(args.data)

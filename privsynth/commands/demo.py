@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from privsynth.commands._types import positive_int
+from privsynth.commands._types import positive_int, require_counts
 from privsynth.errors import InvalidData
 
 
@@ -50,15 +50,14 @@ def _check(args: argparse.Namespace) -> tuple[str, ...]:
 
     check_epsilon(args.epsilon)
     check_delta(args.delta)
-    for flag, value in (("--sensitive-steps", args.sensitive_steps), ("--public-steps", args.public_steps),
-                        ("-n/--samples", args.samples), ("--agent-updates", args.agent_updates)):
-        if value < 1:
-            raise InvalidData(f"{flag} must be at least 1, got {value}")
+    require_counts((("--sensitive-steps", args.sensitive_steps), ("--public-steps", args.public_steps),
+                    ("-n/--samples", args.samples), ("--agent-updates", args.agent_updates)))
     agents = tuple(a.strip() for a in args.agents.split(",") if a.strip())
     if agents:
         from privsynth.evaluation.agents import AGENTS
+        from privsynth.evaluation.agents.train import agent_key
 
-        unknown = [a for a in agents if a.lower().replace("+", "").replace("_", "").replace("-", "") not in AGENTS]
+        unknown = [a for a in agents if agent_key(a) not in AGENTS]
         if unknown:
             raise InvalidData(f"unknown agent(s) {', '.join(unknown)} in --agents; choose from {', '.join(AGENTS)}")
     return agents

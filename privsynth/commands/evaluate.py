@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from privsynth.commands._types import require_counts, seed_list
 from privsynth.errors import InvalidData
 
 
@@ -53,36 +54,15 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_evaluate)
 
 
-def _seed_list(text: str) -> list[int]:
-    """``"3"`` -> seeds 0, 1, 2 (a count); ``"0,4,7"`` or ``"5,"`` -> those seeds (a comma list)."""
-    try:
-        if "," not in text:
-            n = int(text)
-        else:
-            seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:  # InvalidData is a ValueError too: raised outside this block, so its message survives
-        raise InvalidData(f"--seeds must be a count or a comma list of integers, got '{text}'") from None
-    if "," not in text:
-        if n < 1:
-            raise InvalidData(f"--seeds must be a count of at least 1 (seeds 0..N-1) or a comma list such as "
-                              f"'{text},' for that one seed, got '{text}'")
-        return list(range(n))
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise InvalidData(f"--seeds must list distinct seeds, got '{text}'")
-    return seeds
-
-
 def _evaluate(args: argparse.Namespace) -> int:
     from privsynth.data.minari_io import load_dataset
     from privsynth.evaluation.report import evaluate_synthetic
     from privsynth.evaluation.rl_checks import RLCheckConfig
 
-    seeds = _seed_list(args.seeds)
-    for flag, value in (("--updates", args.updates), ("--eval-every", args.eval_every),
-                        ("--eval-episodes", args.eval_episodes), ("--max-rows", args.max_rows),
-                        ("--max-transitions", args.max_transitions)):
-        if value is not None and value < 1:
-            raise InvalidData(f"{flag} must be positive, got {value}")
+    seeds = seed_list(args.seeds, count=True)
+    require_counts((("--updates", args.updates), ("--eval-every", args.eval_every),
+                    ("--eval-episodes", args.eval_episodes), ("--max-rows", args.max_rows),
+                    ("--max-transitions", args.max_transitions)), must="positive")
     if args.out.is_dir() or args.out.suffix == "":
         args.out = args.out / "report.json"  # a directory: the report goes inside it
     synthetic = load_dataset(args.synthetic)

@@ -170,6 +170,15 @@ def pretrain_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     return {"pretrain_seconds": seconds, "n_parameters": synth.n_parameters(), "peak_rss_mb": _peak_rss_mb()}
 
 
+def _public_only(params: dict[str, Any], ctx: CellContext) -> bool:
+    """``finetune: none``: the public model alone, no sensitive record read; it spends nothing, so epsilon must be 0."""
+    if params.get("finetune") != "none":
+        return False
+    if params.get("epsilon") is None or float(params["epsilon"]) != 0.0:
+        raise InvalidData(f"cell {ctx.cell_id}: finetune: none spends no privacy budget; set epsilon: 0.0")
+    return True
+
+
 @register_cell("synthesize")
 def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     """Fine-tune (DP unless ``epsilon`` is null) on the sensitive data, sample, save data, model and ledger. With
@@ -186,12 +195,9 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
         return _synthesize_registered(name, params, ctx)
     seed = int(params.get("seed", 0))
     epsilon = params.get("epsilon")
-    public_only = params.get("finetune") == "none"
-    if public_only:
-        if ctx.upstream is None:
-            raise InvalidData(f"cell {ctx.cell_id}: finetune: none samples a pre-trained model; give it a pretrain upstream")
-        if epsilon is None or float(epsilon) != 0.0:
-            raise InvalidData(f"cell {ctx.cell_id}: finetune: none spends no privacy budget; set epsilon: 0.0")
+    public_only = _public_only(params, ctx)
+    if public_only and ctx.upstream is None:
+        raise InvalidData(f"cell {ctx.cell_id}: finetune: none samples a pre-trained model; give it a pretrain upstream")
     if ctx.upstream is not None:
         synth = TransitionSynthesizer.load(ctx.upstream_dir / "model.pt")
         from privsynth.config_io import override
@@ -259,9 +265,7 @@ def _synthesize_registered(name: str, params: dict[str, Any], ctx: CellContext) 
     from privsynth.synth import registry
 
     entry = registry.entry(name)
-    public_only = params.get("finetune") == "none"  # the public model alone (epsilon 0): no sensitive record read
-    if public_only and (params.get("epsilon") is None or float(params["epsilon"]) != 0.0):
-        raise InvalidData(f"cell {ctx.cell_id}: finetune: none spends no privacy budget; set epsilon: 0.0")
+    public_only = _public_only(params, ctx)
     if params.get("epsilon") is None:
         raise InvalidData(f"cell {ctx.cell_id}: {name} runs only with a DP budget; give an epsilon")
     epsilon, delta = float(params["epsilon"]), float(params.get("delta", 1e-5))

@@ -169,7 +169,7 @@ def cpu_config() -> TransitionSynthConfig:
     cfg.denoiser = DenoiserConfig(width=256, depth=2)  # arch sweep: same fidelity as 256x4 / 512x3, 1.5-3x cheaper
     # 100 public pre-training epochs: utility round 15, chosen on the public dense umaze_mirror proxy
     # (docs/synthesizers.md): at eps = 10 IQL / TD3+BC 60.5 / 53.8 against 57.4 / 52.6 with 10 epochs, 3 seeds;
-    # 1,170 -> 11,700 steps on 30k public transitions (about 160 CPU-s). Fewer for much larger public sets.
+    # 1,170 -> 11,700 steps on 30k public transitions (102 CPU-s, one thread). Fewer for much larger public sets.
     cfg.pretrain = TrainConfig(epochs=100.0, batch_size=256, lr=1e-3, ema_every=1, ema_decay=0.999)
     # DP fine-tuning: these values were first picked from fidelity runs on umaze 20k at eps=10 (docs/synthesizers.md),
     # which invariant 9 does not allow. The public-proxy study of issue 20 (PointMaze medium as pretend-sensitive,

@@ -45,8 +45,13 @@ AGENTS: dict[str, tuple[type, type]] = {
 }
 
 
+def agent_key(agent: str) -> str:
+    """The :data:`AGENTS` key an agent name spells (``"TD3+BC"``, ``"td3-bc"`` -> ``"td3bc"``); it may be unknown."""
+    return agent.lower().replace("+", "").replace("_", "").replace("-", "")
+
+
 def _agent_entry(agent: str) -> tuple[type, type]:
-    key = agent.lower().replace("+", "").replace("_", "").replace("-", "")
+    key = agent_key(agent)
     if key not in AGENTS:
         raise InvalidData(f"unknown agent '{agent}'; choose one of {', '.join(AGENTS)}")
     return AGENTS[key]
