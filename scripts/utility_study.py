@@ -10,7 +10,8 @@ Tasks (PointMaze, sparse reward, as the shipped pre-trained checkpoints):
   11-13), the public recipe of ``table1_cpu.yaml``, so that the proxy has the reward type of the table's task.
 * ``umaze``: sensitive = PointMaze **umaze** (20k transitions, seed 2), starting from the shipped
   ``pretrained/pointmaze-umaze-absolute`` (public open + medium + large; ``delta_*`` configurations start from the Δs
-  ``pretrained/pointmaze-umaze``). Only the defaults chosen on a proxy are run.
+  model the study used, the 5-epoch ``pointmaze-umaze`` kept in ``evaluation/results/utility_study/checkpoints/``).
+  Only the defaults chosen on a proxy are run.
 
 For every (config, epsilon, seed): DP fine-tune -> sample 50k -> fidelity + utility predictor (policy R², dynamics
 error) -> IQL and TD3+BC (``--updates`` updates, final = mean of the last 3 evaluations of 10 episodes) in the real
@@ -46,9 +47,10 @@ from privsynth.synth import TransitionSynthesizer, cpu_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRATCH = Path(os.environ.get("PRIVSYNTH_STUDY_DIR", "/tmp/privsynth_utility"))
-# the shipped pointmaze-umaze recipe (scripts/build_pretrained.py --maps umaze --epochs 5) with next_state="delta",
-# first shipped as pretrained/pointmaze-umaze-delta, now pretrained/pointmaze-umaze (same file: the study's rows used it)
-DELTA_CKPT = ROOT / "pretrained" / "pointmaze-umaze" / "model.pt"
+# the Δs checkpoint every delta_* row started from (scripts/build_pretrained.py --maps umaze --epochs 5 --next-state
+# delta): shipped as pretrained/pointmaze-umaze-delta, then as pretrained/pointmaze-umaze until that was rebuilt with
+# 10 epochs (2026-11-25); the study keeps the exact file its rows used
+DELTA_CKPT = ROOT / "evaluation" / "results" / "utility_study" / "checkpoints" / "pointmaze-umaze-delta-5ep" / "model.pt"
 # the absolute-s' rows start from the former default, now pretrained/pointmaze-umaze-absolute
 ABSOLUTE_CKPT = ROOT / "pretrained" / "pointmaze-umaze-absolute" / "model.pt"
 

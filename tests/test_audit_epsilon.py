@@ -63,7 +63,7 @@ def _cli(tmp_path, capsys, release, members, non_members, *extra):
         paths.append(str(tmp_path / f"{name}.npz"))
     out = tmp_path / "audit.json"
     code = main(["audit", "--release", paths[0], "--members", paths[1], "--non-members", paths[2], "--out", str(out),
-                 "--bootstrap", "0", *extra])
+                 "--bootstrap", "0", "--overwrite", *extra])  # several audits per test
     printed = capsys.readouterr()
     return code, json.loads(out.read_text()) if out.exists() else None, printed
 

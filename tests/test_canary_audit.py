@@ -113,7 +113,7 @@ def test_canary_cli_reports_and_exits_1_when_the_claim_is_refuted(tmp_path, monk
 
     monkeypatch.setattr(canary, "run_canary_audit", fake)
     args = ["audit", "--canaries", "50", "--unit", "trajectory", "--sensitive", "toy/s-v0", "--public", "toy/pub-v0",
-            "--out", str(tmp_path / "c.json")]
+            "--out", str(tmp_path / "c.json"), "--overwrite"]
     fake.bound = 0.3
     assert main(args) == 0
     md = (tmp_path / "c.md").read_text()
@@ -144,7 +144,8 @@ def test_canary_audit_without_power_says_it_is_uninformative(tmp_path, monkeypat
 
     monkeypatch.setattr(canary, "run_canary_audit", fake)
     out = tmp_path / "c.json"
-    args = ["audit", "--canaries", "200", "--sensitive", "toy/s-v0", "--public", "toy/pub-v0", "--out", str(out)]
+    args = ["audit", "--canaries", "200", "--sensitive", "toy/s-v0", "--public", "toy/pub-v0", "--out", str(out),
+            "--overwrite"]
     fake.off, fake.lb = 22, 0.0
     assert main(args) == 0
     printed = capsys.readouterr().out

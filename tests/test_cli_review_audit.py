@@ -36,3 +36,17 @@ def test_audit_out_folder_gets_audit_json_inside(tmp_path):
         j, md, png = report_paths(out)
         assert (j, md, png) == (out / "audit.json", out / "audit.md", out / "audit-roc.png")
     assert report_paths(tmp_path / "x.json")[0] == tmp_path / "x.json"
+
+
+@pytest.mark.parametrize("existing", ["audit.json", "audit.md", "audit-roc.png"])
+def test_audit_refuses_an_earlier_audit_unless_overwrite(existing, tmp_path, capsys):
+    """An earlier audit's JSON, report or plot is not silently replaced: refused before any data is read, accepted
+    with --overwrite (which then gets as far as the missing data)."""
+    (tmp_path / existing).write_text("earlier")
+    argv = ["audit", "--release", "nope-r", *CANDIDATES, "--out", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "exists (an earlier audit?)" in err and existing in err and "--overwrite" in err
+    assert (tmp_path / existing).read_text() == "earlier"
+    assert main(argv + ["--overwrite"]) == 2
+    assert "earlier audit" not in capsys.readouterr().err

@@ -23,3 +23,17 @@ def test_evaluate_seed_count_zero_names_the_count_rule():
         seed_list("0", count=True)
     assert "'0,'" in str(exc.value)  # how to ask for seed 0 alone
     assert seed_list("0,", count=True) == [0]
+
+
+@pytest.mark.parametrize("existing", ["report.json", "report.md", "report_tsne.png"])
+def test_evaluate_refuses_an_earlier_report_unless_overwrite(existing, tmp_path, capsys):
+    """An earlier run's report (or its markdown / t-SNE plot) is not silently replaced: refused before any dataset is
+    read (the datasets here do not exist), accepted with --overwrite (which then fails on the missing data)."""
+    (tmp_path / existing).write_text("earlier")
+    argv = ["evaluate", "--synthetic", "nope-a", "--real", "nope-b", "--out", str(tmp_path), "--quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "earlier report" in err and existing in err and "--overwrite" in err
+    assert (tmp_path / existing).read_text() == "earlier"
+    assert main(argv + ["--overwrite"]) == 2
+    assert "earlier report" not in capsys.readouterr().err

@@ -191,12 +191,12 @@ def test_audit_cli(overfit, tmp_path, monkeypatch, capsys):
     assert set(res["attacks"]) == {"loss", "pia", "loss_ref"} and res["attacks"]["loss"]["n_members"] == 32
     assert "TPR@1%" in capsys.readouterr().out and (tmp_path / "roc.png").exists()
     assert main(["audit", "--checkpoint", "x.pt", "--members", str(tmp_path / "members.npz"), "--non-members",
-                 str(tmp_path / "non.npz"), "--out", str(out), "--attacks", "loss_ref"]) == 2
+                 str(tmp_path / "non.npz"), "--out", str(out), "--attacks", "loss_ref", "--overwrite"]) == 2
     # Minari ids work too (the store is the test's own MINARI_DATASETS_PATH)
     from privsynth.data import minari_io
 
     minari_io.write_dataset(as_dataset(members, "members"), "toy/members-v0")
     minari_io.write_dataset(as_dataset(non_members, "non"), "toy/non-v0")
     assert main(["audit", "--checkpoint", "x.pt", "--members", "toy/members-v0", "--non-members", "toy/non-v0",
-                 "--out", str(out), "--attacks", "loss", "--repeats", "2", "--max-units", "50"]) == 0
+                 "--out", str(out), "--attacks", "loss", "--repeats", "2", "--max-units", "50", "--overwrite"]) == 0
     assert json.loads(out.read_text())["white_box"]["attacks"]["loss"]["n_non_members"] == 50

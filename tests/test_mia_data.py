@@ -200,7 +200,7 @@ def test_audit_cli_release(tmp_path, capsys):
     assert (tmp_path / "audit-roc.png").stat().st_size > 1000
     # without reference data only the plain DCR runs; no target at all is a one-line error
     assert main(["audit", "--release", "toy/release-v0", "--members", "toy/members-v0", "--non-members", "toy/non-v0",
-                 "--out", str(out), "--bootstrap", "0"]) == 0
+                 "--out", str(out), "--bootstrap", "0", "--overwrite"]) == 0
     assert set(json.loads(out.read_text())["data_only"]["attacks"]) == {"dcr"}
     assert main(["audit", "--members", "toy/members-v0", "--non-members", "toy/non-v0", "--out", str(out)]) == 2
     assert main(["audit", "--release", "toy/release-v0", "--members", "toy/members-v0", "--non-members", "toy/non-v0",

@@ -131,8 +131,12 @@ def test_cli_evaluate_end_to_end(datasets, encoder, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "marginal" in printed and "dynamics within tol" in printed
     # a missing dataset is a one-line error with exit status 2
-    assert main(["evaluate", "--synthetic", "test/nope-v0", "--real", "test/real-v0", "--out", str(out)]) == 2
+    assert main(["evaluate", "--synthetic", "test/nope-v0", "--real", "test/real-v0", "--out", str(out),
+                 "--overwrite"]) == 2
     assert "error" in capsys.readouterr().err
+    # without --overwrite the earlier report is kept: refused before any dataset is read
+    assert main(["evaluate", "--synthetic", "test/synth-v0", "--real", "test/real-v0", "--out", str(out)]) == 2
+    assert "earlier report" in capsys.readouterr().err and json.loads(out.read_text()) == rep
 
 
 def test_report_with_real_agents(datasets, tmp_path):

@@ -49,6 +49,8 @@ def register(subparsers) -> None:
                    "member/non-member pairs, i.e. of the smaller set, data-only and white-box; m/10 with --canaries)")
     p.add_argument("--plot", default=None, help="ROC plot path (default: <out stem>-roc.png)")
     p.add_argument("--report", default=None, help="markdown report path (default: <out stem>.md)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the JSON, report and plot of an earlier audit at these paths (refused otherwise)")
     c = p.add_argument_group("canary audit of the release pipeline (privsynth.release.synthesize)")
     c.add_argument("--canaries", type=int, default=0, help="number m of canary units (each included w.p. 1/2)")
     c.add_argument("--sensitive", default=None, help="sensitive dataset id the canaries are inserted into")
@@ -176,11 +178,14 @@ def _write(report: dict, args: argparse.Namespace) -> list:
         raise InvalidData(f"cannot write the report: {exc.strerror or exc} ({getattr(exc, 'filename', '')})") from None
 
 
-def _check_output(path: str | Path, flag: str) -> None:
-    """One-line refusal of an output path that cannot be written (checked before any data is read)."""
+def _check_output(path: str | Path, flag: str, *, overwrite: bool = False) -> None:
+    """One-line refusal of an output path that cannot be written, or that holds an earlier result and ``--overwrite``
+    was not given (checked before any data is read)."""
     p = Path(path).expanduser()
     if p.is_dir():
         raise InvalidData(f"{flag} {p} is a directory; give the path of the file to write")
+    if p.exists() and not overwrite:
+        raise InvalidData(f"{flag} {p} exists (an earlier audit?); pass --overwrite to replace it")
     anc = p.parent
     while not anc.exists() and anc != anc.parent:
         anc = anc.parent
@@ -228,7 +233,7 @@ def _check_args(args: argparse.Namespace) -> None:
             raise InvalidData(f"--samples must be at least 1, got {args.samples}")
     paths = report_paths(args.out, args.report, args.plot)
     for flag, path in zip(("--out", "--report", "--plot"), paths):
-        _check_output(path, flag)
+        _check_output(path, flag, overwrite=args.overwrite)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -50,6 +50,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-tsne", action="store_true", help="skip the t-SNE plot")
     p.add_argument("--out", type=Path, default=Path("report.json"),
                    help="report path (.json), or a directory to write report.json into (default report.json)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier report (JSON, markdown, t-SNE plot) at --out (refused otherwise)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_evaluate)
 
@@ -65,6 +67,10 @@ def _evaluate(args: argparse.Namespace) -> int:
                     ("--max-transitions", args.max_transitions)), must="positive")
     if args.out.is_dir() or args.out.suffix == "":
         args.out = args.out / "report.json"  # a directory: the report goes inside it
+    written = [args.out, args.out.with_suffix(".md"), args.out.with_name(args.out.stem + "_tsne.png")]
+    earlier = [str(p) for p in written if p.exists()]
+    if earlier and not args.overwrite:
+        raise InvalidData(f"an earlier report is at {', '.join(earlier)}; pass --overwrite to replace it")
     synthetic = load_dataset(args.synthetic)
     real = load_dataset(args.real)
     public = load_dataset(args.public) if args.public else None
