@@ -50,12 +50,17 @@ REFERENCE = Path(__file__).with_name("pretrained_reference.json")
 PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
 
 
-@pytest.mark.parametrize("name", ["umaze", "medium", "large", "umaze-absolute"])
+STUDY_CHECKPOINTS = Path(__file__).resolve().parents[1] / "evaluation" / "results" / "utility_study" / "checkpoints"
+
+
+@pytest.mark.parametrize("name", ["umaze", "medium", "large", "umaze-absolute", "umaze-delta-5ep"])
 def test_shipped_pointmaze_synthesizer_gives_the_outputs_it_gave_before_the_shared_builder(name):
     """The denoiser (whose noise MLP is built by ``mlp``) loads its shipped weights strictly and reproduces recorded
     outputs: those of the absolute umaze model were recorded with the code before the builder was shared, the Δs
-    models' when they were shipped (tests/pretrained_reference.json says which)."""
-    path = PRETRAINED / f"pointmaze-{name}" / "model.pt"
+    models' when they were shipped, and the utility study's kept 5-epoch umaze model (the shipped one until the
+    10-epoch rebuild) still gives its recorded outputs (tests/pretrained_reference.json says which)."""
+    root = STUDY_CHECKPOINTS if name == "umaze-delta-5ep" else PRETRAINED
+    path = root / f"pointmaze-{name}" / "model.pt"
     if not path.is_file():
         pytest.skip("shipped pre-trained synthesizers not present")
     synth = TransitionSynthesizer.load(path)

@@ -19,6 +19,8 @@ The kinds glue library functions, nothing more:
 Imports are local so that a missing optional part fails only the cells that need it. Synthesizer settings come as
 ``config: {preset: cpu|demo|paper|tiny, <section>: {<field>: value}}`` overrides of the dataclass config (sections
 under a synthesizer's name apply to that synthesizer only; an unknown setting is refused, :func:`_split_config`).
+The privacy guards of the pretrain and synthesize kinds (public data vs the sensitive set, the public-only row, the
+staged cell's ε budget) live in :mod:`.cell_guards`.
 
 Why this module is long: it holds every built-in kind (one import registers them all, :mod:`.bench.kinds`) and the
 helpers they share (config overrides, upstream model and data lookup); each kind is one short function.
@@ -32,6 +34,8 @@ from typing import Any
 
 from privsynth.errors import InvalidData, PrivacyError
 from privsynth.evaluation.bench.context import CellContext
+from privsynth.evaluation.cell_guards import check_pretrained_on_public, check_public_only_model, check_staged_budget
+from privsynth.evaluation.cell_guards import public_datasets as _public  # privacy guards of these cells
 from privsynth.evaluation.bench.registry import register_cell, register_group
 from privsynth.evaluation.bench.sources import load_dataset_file, save_dataset
 
@@ -103,19 +107,6 @@ def synth_config(spec: dict[str, Any] | None, seed: int = 0):
 def _peak_rss_mb() -> float:
     """Peak resident memory of this worker process so far (an upper bound for the cell when workers are reused)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def _public(params: dict[str, Any], ctx: CellContext) -> list:
-    """The cell's public datasets; refuses the sensitive one or any dataset marked sensitive (as the CLI does)."""
-    names = params["data"]["public"]
-    names = [names] if isinstance(names, str) else list(names)
-    if params["data"].get("sensitive") in names:
-        raise PrivacyError(f"dataset '{params['data']['sensitive']}' cannot be both public and sensitive")
-    datasets = [ctx.dataset(n) for n in names]
-    for name, ds in zip(names, datasets):
-        if ds.info.sensitive:
-            raise PrivacyError(f"dataset '{name}' is marked sensitive and cannot be used as public data")
-    return datasets
 
 
 def _source_data(params: dict[str, Any], ctx: CellContext):
@@ -206,6 +197,9 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
         overrides = _split_config(params.get("config"), name)[1]
         override(synth.config, {k: v for k, v in overrides.items() if k not in fixed})
         synth.config.seed = seed
+        check_pretrained_on_public(synth, params["data"]["sensitive"], ctx)  # its pre-training data vs this cell's
+        if public_only:  # the ε = 0 row: a public pre-trained model, never fine-tuned (no ledger)
+            check_public_only_model(synth, ctx)
     elif params.get("pretrain", "none") == "none":
         # no-pre-training ablation: fresh weights; the normaliser still comes from public data (never sensitive)
         synth = TransitionSynthesizer(synth_config(params.get("config"), seed)).fit_public_stats(_public(params, ctx))
@@ -224,6 +218,8 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
                        progress=False)
     finetune_seconds = time.perf_counter() - t0
     out: dict[str, Any] = {"finetune_seconds": finetune_seconds, "n_parameters": synth.n_parameters()}
+    if synth.config.private and not public_only:  # the ledger's total ε within the cell's, before anything is written
+        out["dp_epsilon"] = check_staged_budget(synth, float(epsilon), float(params.get("delta", 1e-5)))
     if public_only:
         out["public_only"] = True
     n = int(params.get("num_samples", 0))
@@ -242,7 +238,7 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     synth.save(ctx.artifact_dir / "model.pt")
     hist = synth.history[-1] if synth.history else {}
     for key in ("epsilon", "noise_multiplier", "steps", "sample_rate", "final_loss"):
-        if key in hist:
+        if key in hist and f"dp_{key}" not in out:  # dp_epsilon: the ledger's total (check_staged_budget)
             out[f"dp_{key}" if key != "final_loss" else key] = hist[key]
     if synth.config.private and synth.ledger is not None:
         (ctx.artifact_dir / "ledger.json").write_text(synth.ledger.to_json())

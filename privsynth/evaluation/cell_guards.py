@@ -1,0 +1,111 @@
+"""Privacy guards of the benchmark's ``pretrain`` and ``synthesize`` cells (:mod:`privsynth.evaluation.cells`).
+
+Each guard refuses with a one-line error, so the cell fails and nothing of it is written:
+
+* :func:`public_datasets` / :func:`check_public_specs`: a cell's public (pre-training, normaliser, calibration) data is
+  not its sensitive set, not marked sensitive, and not derived (``split_of``) from the same data as the sensitive set;
+  decided from the suite's dataset specs, no sensitive record read (docs/DESIGN.md: public data holds no sensitive
+  record, as :func:`privsynth.release.checks.check_public` enforces for the CLI).
+* :func:`check_public_only_model`: a ``finetune: none`` row (ε = 0, "the public model alone") samples a model that
+  was only pre-trained on public data: no fine-tune, no ledger.
+* :func:`check_staged_budget`: a DP fine-tuned staged cell spends, in total over its ledger, no more than its ε (the
+  release guard, :func:`privsynth.privacy.guard.check_budget`, invariant 3), before anything is sampled or saved.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from privsynth.errors import InvalidData, PrivacyError
+
+__all__ = ["public_datasets", "check_public_specs", "data_origin", "check_public_only_model",
+           "check_pretrained_on_public", "check_staged_budget"]
+
+
+def data_origin(name: str, specs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The dataset ``name`` derives from through its ``split_of`` chain (itself when it is no split), with that root's
+    spec without the ``sensitive`` flag (two roots with one generating spec hold the same records)."""
+    seen: list[str] = []
+    while True:
+        if name not in specs:
+            raise InvalidData(f"dataset '{name}' is not declared in the suite")
+        if name in seen:
+            raise InvalidData(f"datasets {' -> '.join(seen + [name])} form a cycle")
+        seen.append(name)
+        spec = specs[name]
+        if "split_of" not in spec:
+            return name, {k: v for k, v in spec.items() if k != "sensitive"}
+        name = spec["split_of"]
+
+
+def check_public_specs(public: list[str], sensitive: str, specs: dict[str, Any]) -> None:
+    """Refuse public datasets that share records with ``sensitive`` by construction: the same root dataset of their
+    ``split_of`` chains (a sibling split, a parent or a child of it), or roots with the same generating spec.
+
+    Protects: pre-training and public statistics never see a sensitive record (a suite need not mark every split of the
+    sensitive data ``sensitive: true``). Reads only the specs, never the sensitive rows."""
+    root, spec = data_origin(sensitive, specs)
+    for name in public:
+        p_root, p_spec = data_origin(name, specs)
+        if p_root == root or p_spec == spec:
+            raise PrivacyError(
+                f"public dataset '{name}' derives from '{p_root}', as the sensitive dataset '{sensitive}' does (from "
+                f"'{root}'{'' if p_root == root else ', same spec'}): public data must not contain sensitive records")
+
+
+def public_datasets(params: dict[str, Any], ctx: Any) -> list:
+    """The cell's public datasets; refuses the sensitive one, any dataset marked sensitive (as the CLI does) and, from
+    the suite's specs (``ctx.datasets``), any dataset derived from the same data as the sensitive one. A stand-in
+    context without specs (unit tests) gets the name and flag checks only; a :class:`CellContext` always has them."""
+    names = params["data"]["public"]
+    names = [names] if isinstance(names, str) else list(names)
+    sensitive = params["data"].get("sensitive")
+    if sensitive in names:
+        raise PrivacyError(f"dataset '{sensitive}' cannot be both public and sensitive")
+    specs = getattr(ctx, "datasets", None)
+    if sensitive is not None and specs is not None:
+        check_public_specs(names, sensitive, specs)
+    datasets = [ctx.dataset(n) for n in names]
+    for name, ds in zip(names, datasets):
+        if ds.info.sensitive:
+            raise PrivacyError(f"dataset '{name}' is marked sensitive and cannot be used as public data")
+    return datasets
+
+
+def check_public_only_model(synth: Any, ctx: Any) -> None:
+    """``finetune: none`` (the ε = 0 "public model alone" row): refuse unless the upstream is a ``pretrain`` cell and
+    the loaded model has no fine-tune in its history and carries no privacy ledger.
+
+    Protects: the row labelled public-only / ε = 0 is computed from public data alone (no sensitive record, DP or not,
+    reached the weights it samples)."""
+    kind = getattr(ctx.upstream, "kind", None)
+    if kind != "pretrain":
+        raise InvalidData(f"cell {ctx.cell_id}: finetune: none samples the public pre-trained model alone; its "
+                          f"upstream must be a pretrain cell, not a {kind} cell")
+    tuned = any(h.get("phase") == "finetune" for h in getattr(synth, "history", []) or [])
+    if tuned or getattr(synth, "nonprivate_finetunes", 0) or getattr(synth, "ledger", None) is not None:
+        raise InvalidData(f"cell {ctx.cell_id}: finetune: none needs a model never fine-tuned on sensitive data, but "
+                          f"the upstream model has {'a fine-tune' if tuned else 'a privacy ledger'}")
+
+
+def check_pretrained_on_public(synth: Any, sensitive: str, ctx: Any) -> None:
+    """The public datasets a loaded upstream model was pre-trained on (``synth.public_data``, suite names) against
+    this cell's sensitive set (:func:`check_public_specs`): a pretrain cell need not name the sensitive set itself."""
+    specs = getattr(ctx, "datasets", None)
+    if specs is None:
+        return
+    # names from elsewhere (a model pre-trained outside this suite) cannot be traced through the suite's specs
+    names = [n for n in getattr(synth, "public_data", []) or [] if n in specs]
+    if names:
+        check_public_specs(names, sensitive, specs)
+
+
+def check_staged_budget(synth: Any, epsilon: float, delta: float) -> float:
+    """The ledger's composed ε over all its events (an upstream model's ledger included) at ``delta``, refused
+    (:class:`~privsynth.errors.BudgetExceeded`) above the cell's ``epsilon``; also refuses an empty ledger or replayable
+    noise (:func:`privsynth.privacy.guard.check_budget`).
+
+    Protects: a staged cell's row is labelled with its ε, so what it releases (samples, model, ledger) must fit it,
+    as the registry path's ``release_dataset(..., epsilon_budget=epsilon)`` ensures (invariant 3)."""
+    from privsynth.privacy.guard import check_budget
+
+    return check_budget(getattr(synth, "ledger", None), float(epsilon), float(delta))
