@@ -115,3 +115,30 @@ def test_zero_noise_is_deterministic_given_seed():
     b = train_tdp_ensemble(data, GaussianEnsemble(2, 1, seed=0), cfg).model
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
     assert train_tdp_ensemble(data, GaussianEnsemble(2, 1, seed=0), cfg).event is None
+
+
+def test_local_minibatch_orders_are_secret_unless_noise_seed(monkeypatch):
+    """The local minibatch orders shape each clipped trajectory update and come from one stream over the dataset: with
+    cfg.seed (on the card) anyone could replay them, and adding one trajectory would move the others' updates. They
+    come from the noise source: different in two secure runs with the same cfg.seed, replayed by noise_seed."""
+    from privsynth.methods.primorl import dynamics
+
+    seen: list[torch.Tensor] = []
+    real = dynamics.local_updates
+
+    def spy(model, data, idx, cfg, generator):
+        copy = torch.Generator()
+        copy.set_state(generator.get_state())  # peek at the stream without advancing it
+        seen.append(torch.rand(4, generator=copy))
+        return real(model, data, idx, cfg, generator)
+
+    monkeypatch.setattr(dynamics, "local_updates", spy)
+    data = _toy()
+    for noise_seed in (None, None, 3, 3):
+        cfg = TDPConfig(noise_multiplier=1.0, sample_rate=0.5, rounds=1, local_batch=4, seed=0, noise_seed=noise_seed)
+        train_tdp_ensemble(data, GaussianEnsemble(2, 1, seed=0), cfg)
+    assert len(seen) == 4
+    assert not torch.equal(seen[0], seen[1])  # secure: fresh OS entropy each run, whatever cfg.seed says
+    assert torch.equal(seen[2], seen[3])  # reproducible (NOT DP): replayed from noise_seed
+    public = torch.rand(4, generator=torch.Generator().manual_seed(0))
+    assert not any(torch.equal(s, public) for s in seen)  # never the card's seed stream

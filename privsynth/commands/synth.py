@@ -121,8 +121,6 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
-    import torch
-
     from privsynth.privacy import distributed as dist_dp
     from privsynth.release import as_dataset
     from privsynth.synth import TransitionSynthesizer
@@ -140,8 +138,6 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         synth.config = cfg
         sens = as_dataset(args.sensitive).mark_sensitive(True)
         check_model_fits(synth, sens)
-        if group is not None:  # the diffusion loss' own noise differs per rank (the DP noise is shared, in dp_train)
-            torch.manual_seed(cfg.seed * 1000 + group.rank)
         main = group is None or group.rank == 0
         args.unit = args.unit or "transition"
         record_dp_request(synth.config, args.epsilon, args.delta, args.unit)
@@ -151,8 +147,9 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
             guarded_save_model(synth, args.out, args.epsilon, args.delta)
             ranks = f" on {group.world_size} processes" if group is not None else ""
+            h = synth.history[-1]  # its timing stays off the saved checkpoint (a release) but is the holder's to see
             print(f"fine-tuned on {sens.info.name}{ranks}: epsilon {synth.ledger.epsilon():.4g} at delta "
-                  f"{args.delta:g} ({args.unit}) -> {args.out}")
+                  f"{args.delta:g} ({args.unit}), {h['steps']} steps in {h['seconds']:.1f} s -> {args.out}")
     finally:
         dist_dp.shutdown()
     return 0

@@ -17,7 +17,9 @@ by privacy unit, and a :class:`DPSGDConfig` in; trained weights (in place) and a
 * **Accounting.** Every step is recorded in an Opacus accountant; after training the spent ε is computed from that
   history with the chosen accountant and checked against the target.
 * **Randomness.** The Poisson masks and the noise come from one generator keyed by OS entropy
-  (:class:`~privsynth.privacy.noise.NoiseSource`); nothing written on a card or config determines them. ``noise_seed``
+  (:class:`~privsynth.privacy.noise.NoiseSource`); nothing written on a card or config determines them. Neither
+  does the randomness the loss draws itself from torch's global RNG (diffusion σ and noise, fragment picks): it is
+  keyed from the same source for the run and put back afterwards (:meth:`NoiseSource.keyed_global_rng`). ``noise_seed``
   makes them reproducible for tests and benchmarks only: the ledger event is then tagged ``noise="reproducible"``,
   the card says "NOT DP" and the release guard refuses it. With ``bk`` on one process the next step's mask and noise
   are drawn on a helper thread while the current step computes (``DPSGDConfig.draw_ahead``): the same draws in the
@@ -207,39 +209,44 @@ def dp_train(
     # If training stops early (error, interrupt) no ledger event is returned, so the weights must not keep what they
     # learned from the sensitive data: restore them. (What ``on_step`` copied elsewhere, e.g. an EMA, is the caller's.)
     snapshot = [p.detach().clone() for p in params]
-    finished = False
-    try:
-        for step in range(steps):
-            mask = ahead.mask() if ahead is not None else torch.rand(n_units, generator=gen) < q
-            idx = mask.nonzero().squeeze(1)
-            if group is None:
-                batch = tuple(t[idx] for t in items)
-                loss = engine.step(batch, len(idx))
-            else:
-                local = dist_dp.shard(idx, group)
-                loss = engine.step(tuple(t[local] for t in items), len(local))
-                loss = _global_mean(loss, len(local))
-            recorder.step(noise_multiplier=sigma, sample_rate=q)
-            losses.append(loss)
-            sizes.append(len(idx))
-            if on_step is not None:
-                on_step(step, loss)
+    # The loss' own randomness (diffusion σ and noise, fragment or row picks; torch's global RNG) is keyed like the
+    # masks and noise, never by a seed on the card: it shapes each unit's clipped gradient and is handed out by
+    # batch position, so a replayable stream would let one unit move the others' gradients (stream 1 after the
+    # masks' stream 0 when reproducible; each rank its own under torchrun).
+    with source.keyed_global_rng(None if group is None else 1 + group.rank):
+        finished = False
+        try:
+            for step in range(steps):
+                mask = ahead.mask() if ahead is not None else torch.rand(n_units, generator=gen) < q
+                idx = mask.nonzero().squeeze(1)
+                if group is None:
+                    batch = tuple(t[idx] for t in items)
+                    loss = engine.step(batch, len(idx))
+                else:
+                    local = dist_dp.shard(idx, group)
+                    loss = engine.step(tuple(t[local] for t in items), len(local))
+                    loss = _global_mean(loss, len(local))
+                recorder.step(noise_multiplier=sigma, sample_rate=q)
+                losses.append(loss)
+                sizes.append(len(idx))
+                if on_step is not None:
+                    on_step(step, loss)
+                if bar is not None:
+                    bar.update(1)
+                    if step % 50 == 0 and math.isfinite(loss):
+                        bar.set_postfix(loss=f"{loss:.4f}")
+            if group is not None:
+                dist_dp.check_in_sync(params)
+            finished = True
+        finally:
+            engine.close()
+            if not finished:
+                with torch.no_grad():
+                    for p, saved in zip(params, snapshot):
+                        p.copy_(saved)
             if bar is not None:
-                bar.update(1)
-                if step % 50 == 0 and math.isfinite(loss):
-                    bar.set_postfix(loss=f"{loss:.4f}")
-        if group is not None:
-            dist_dp.check_in_sync(params)
-        finished = True
-    finally:
-        engine.close()
-        if not finished:
-            with torch.no_grad():
-                for p, saved in zip(params, snapshot):
-                    p.copy_(saved)
-        if bar is not None:
-            bar.close()
-        loss_module.train(was_training)
+                bar.close()
+            loss_module.train(was_training)
     seconds = time.perf_counter() - t0
 
     steps_taken = sum(h[2] for h in recorder.history)

@@ -1,7 +1,7 @@
 """Where privacy randomness comes from: OS entropy by default, a recorded seed only behind an explicit switch.
 
-Every DP mechanism in privsynth draws its noise (and DP-SGD its Poisson masks) from a :class:`NoiseSource`
-(docs/privacy.md, "Randomness"). Two kinds:
+Every DP mechanism in privsynth draws its noise (and DP-SGD its Poisson masks and the randomness its loss draws
+itself, :meth:`NoiseSource.keyed_global_rng`) from a :class:`NoiseSource` (docs/privacy.md, "Randomness"). Two kinds:
 
 * ``NoiseSource()`` (secure, the default): each generator it hands out is keyed with fresh bits from the operating
   system (:mod:`secrets`, i.e. ``os.urandom``), which are never stored, logged or written on a card. Nobody, the data
@@ -18,6 +18,8 @@ generators' ordinary samplers (``torch.randn``, ``numpy.random.Generator.normal`
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -78,6 +80,23 @@ class NoiseSource:
             stream = self._stream(stream)
             key = int(np.random.SeedSequence([self.seed, int(stream)]).generate_state(1, np.uint64)[0] >> 1)
         return torch.Generator().manual_seed(key)
+
+    @contextmanager
+    def keyed_global_rng(self, stream: int | None = None) -> Iterator[None]:
+        """Inside the block, torch's global RNG (CPU, and every CUDA device already in use) is keyed like
+        :meth:`torch_generator`: from OS entropy (secure) or ``(seed, stream)`` (reproducible). On exit it is put back
+        as it was, so the key is held nowhere afterwards and code after the block draws what it drew before.
+
+        For the randomness a DP-SGD loss draws itself (diffusion σ and noise, fragment or row picks): that randomness
+        changes the clipped per-unit gradients and is handed out by batch position, so it must be as secret as the
+        noise, never derived from a seed on the card (DP-SGD's sensitivity C holds only then)."""
+        key = self.torch_generator(stream).initial_seed()
+        devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+        with torch.random.fork_rng(devices=devices):
+            torch.default_generator.manual_seed(key)
+            for d in devices:
+                torch.cuda.default_generators[d].manual_seed(key)
+            yield
 
     def numpy_rng(self, stream: int | None = None) -> np.random.Generator:
         """A numpy generator (PCG64): 128 bits of OS entropy (secure) or ``(seed, stream)`` (reproducible; ``stream=None``

@@ -25,10 +25,11 @@ Unit = Literal["transition", "trajectory"]
 
 
 def _card_phase(phase: dict[str, Any]) -> dict[str, Any]:
-    """A training phase as the card shows it: a private phase (one that read sensitive data) without its timings.
-    How long the DP fine-tune took is measured on the sensitive data outside any mechanism, so it stays in the
-    synthesizer's ``history`` (reports, benchmarks) and out of the release."""
-    if not phase.get("private"):
+    """A training phase as the card and every checkpoint show it: a phase that read sensitive data (marked private,
+    or any fine-tune) without its timings. How long the DP fine-tune took is measured on the sensitive data outside
+    any mechanism, so it stays in the in-memory ``history`` (reports; the bench times cells itself) and out of every
+    release: the card, and the checkpoint, which :func:`~privsynth.privacy.guard.guarded_save_model` releases."""
+    if not (phase.get("private") or phase.get("phase") == "finetune"):
         return dict(phase)
     return {k: v for k, v in phase.items() if "seconds" not in k}
 
@@ -108,7 +109,7 @@ class Synthesizer(ABC):
             "dims": [self.obs_dim, self.act_dim],
             "template": self.template.to_dict() if self.template else None,
             "public_data": self.public_data,
-            "history": self.history,
+            "history": [_card_phase(h) for h in self.history],  # no timings of sensitive phases (a release)
         }
 
     @staticmethod

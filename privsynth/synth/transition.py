@@ -10,9 +10,11 @@ weights. DP fine-tuning goes through :func:`privsynth.privacy.dpsgd.dp_train` at
 its accounted event is appended to :attr:`TransitionSynthesizer.ledger`.
 
 What a card, a checkpoint and a sample's info may hold: DP outputs (weights), public facts (config, public data,
-the environment, N as said on the card) and timing. The DP-SGD noise and Poisson masks come from OS entropy
-(``config.noise_seed`` replays them for tests only and marks the output NOT DP); ``config.seed`` drives only
-non-private randomness. The mean training loss on the sensitive data went through no mechanism, so it is kept in
+the environment, N as said on the card) and timing, except a fine-tune's (kept in memory only). The DP-SGD
+noise and Poisson masks come from OS entropy (``config.noise_seed`` replays them for tests only and marks the output
+NOT DP), and so does the loss' own randomness during DP fine-tuning (σ, noise, picks: keyed in ``dp_train``);
+``config.seed`` drives only non-private randomness (initialisation, pre-training, non-private fine-tuning,
+sampling). The mean training loss on the sensitive data went through no mechanism, so it is kept in
 memory (:attr:`TransitionSynthesizer.last_finetune_loss`) and never saved or carded.
 
 Ablations (PrivORL section IX) are switches of :class:`~privsynth.synth.config.TransitionSynthConfig`: skip
@@ -73,6 +75,10 @@ class UnitLoss(nn.Module):
       whole trajectory's contribution.
     * FineCur: when ``curiosity_rows`` is set, each unit's loss is ``(1 − rate)·real + rate·synthetic`` where the
       synthetic row is a top-novelty sample of the current model (a function of already-private weights).
+
+    The picks and σ/noise draws come from torch's global RNG, which :func:`~privsynth.privacy.dpsgd.dp_train` keys from
+    its secret noise source for the run (never from ``config.seed``, which the card shows): they are handed out by
+    batch position, so a replayable stream would let one unit change the others' clipped gradients.
     """
 
     def __init__(self, edm: EDM, *, multiplicity: int = 1, per_unit: int = 32, rate: float = 0.0) -> None:

@@ -321,11 +321,12 @@ def train_tdp_ensemble(sensitive: TrajectoryTensors, model: GaussianEnsemble, cf
         z = acc.calibrate_noise_multiplier(cfg.target_epsilon, cfg.delta, cfg.sample_rate, cfg.rounds, cfg.accountant)
     else:
         z = float(cfg.noise_multiplier)
-    # privacy randomness (Poisson masks, Gaussian noise) from the NoiseSource, never from cfg.seed (docs/DESIGN.md invariant 6);
-    # the seed keeps the local minibatch orders reproducible (they stay inside the clip ball: not part of the analysis)
+    # privacy randomness (Poisson masks, Gaussian noise) from the NoiseSource, never from cfg.seed (docs/DESIGN.md
+    # invariant 6). So are the local minibatch orders: they shape each clipped trajectory update and are drawn from one
+    # stream over the dataset, so if anyone could replay them (cfg.seed is on the card) adding one trajectory would
+    # move the others' updates, outside the clip-norm sensitivity. noise_seed replays all three (tests, NOT DP).
     source = NoiseSource() if cfg.noise_seed is None else NoiseSource.reproducible(cfg.noise_seed)
-    mask_gen, noise_gen = source.torch_generator(), source.torch_generator()
-    gen = torch.Generator().manual_seed(cfg.seed)
+    mask_gen, noise_gen, gen = source.torch_generator(), source.torch_generator(), source.torch_generator()
     expected = cfg.sample_rate * k  # fixed denominator qK (see the module docstring, step 4)
     sigma = z * cfg.clip_norm / expected
     best, best_score, history = None, math.inf, []

@@ -133,7 +133,9 @@ class TrajectoryLoss(nn.Module):
     """Per-trajectory loss [B] for DP-SGD: the sum of the losses of up to K random valid fragments of each trajectory.
 
     ``forward(data [B, F, H, D], cond [B, F, D + 1], mask [B, F, H])``. The fragment model sees [B, K, H, D] (leading
-    batch dims kept), so Opacus and the book-keeping clipper both see one privacy unit per row of dim 0.
+    batch dims kept), so Opacus and the book-keeping clipper both see one privacy unit per row of dim 0. The picks and
+    the σ/noise draws come from torch's global RNG, which :func:`~privsynth.privacy.dpsgd.dp_train` keys from its
+    secret noise source for the run: handed out by batch position, they must not be replayable from the card's seed.
     """
 
     def __init__(self, model: nn.Module, fragments_per_trajectory: int) -> None:
@@ -362,7 +364,7 @@ class TrajectorySynthesizer(NetworkSynthesizer):
             noise_seed=cfg.noise_seed,  # None: masks and noise from OS entropy, never from cfg.seed
         )
         t0 = time.perf_counter()
-        torch.manual_seed(cfg.seed + 7)  # fragment picks and diffusion σ inside the loss (not privacy noise)
+        # the loss' fragment picks and diffusion σ/noise: dp_train keys them like the DP noise, never from cfg.seed
         # From the EMA restart to the ledger append, any exception (an error, Ctrl-C, a refused ledger event) puts the
         # weights, the EMA and the ledger back as they were: no unaccounted DP-SGD step survives, in the EMA either.
         snapshot = FinetuneSnapshot(self)
