@@ -196,7 +196,10 @@ def test_agent_cell_postprocesses_its_training_data(sparse, tmp_path):
     nxt = sparse.next_observations.copy()
     nxt[:, :2] += 0.3
     save_dataset(_replace(sparse, next_observations=nxt), tmp_path / "synthetic.npz")
-    ctx = SimpleNamespace(cell_id="agent-1", upstream=object(), upstream_dir=tmp_path, dataset=lambda name: sparse)
+    records_read: list[str] = []
+    ctx = SimpleNamespace(cell_id="agent-1", upstream=object(), upstream_dir=tmp_path,
+                          dataset=lambda name: records_read.append(name) or sparse,
+                          dataset_info=lambda name: sparse.info)  # postprocess: the environment facts only
     params = {"agent": "iql", "num_updates": 4, "eval_every": 4, "eval_episodes": 1, "final_k": 1,
               "data": {"sensitive": "umaze"}, "postprocess": True}
     data, extra = _agent_data(params, ctx)
@@ -206,6 +209,7 @@ def test_agent_cell_postprocesses_its_training_data(sparse, tmp_path):
     assert np.array_equal(rewarded.next_observations, nxt) and extra["postprocess"]["steps"]["resimulate"] is False
     plain, none = _agent_data({**params, "postprocess": False}, ctx)
     assert none == {} and np.array_equal(plain.next_observations, nxt)
+    assert records_read == []  # the sensitive set's records were never loaded, only its info
     with pytest.raises(InvalidData, match="synthetic data"):
         _agent_data({**params, "synthesizer": "real"}, ctx)
 
@@ -216,7 +220,8 @@ def test_agent_cell_trains_on_postprocessed_data_and_records_it(sparse, tmp_path
     from privsynth.evaluation.cells import agent_cell
 
     save_dataset(sparse, tmp_path / "synthetic.npz")
-    ctx = SimpleNamespace(cell_id="agent-1", upstream=object(), upstream_dir=tmp_path, dataset=lambda name: sparse)
+    ctx = SimpleNamespace(cell_id="agent-1", upstream=object(), upstream_dir=tmp_path, dataset=lambda name: sparse,
+                          dataset_info=lambda name: sparse.info)  # postprocess: the environment facts only
     res = agent_cell({"agent": "iql", "num_updates": 4, "eval_every": 4, "eval_episodes": 1, "final_k": 1,
                       "data": {"sensitive": "umaze"}, "postprocess": True}, ctx)
     assert res["postprocess"]["rows_kept"] == sparse.n_transitions and "final_score" in res

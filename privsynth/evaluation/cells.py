@@ -136,7 +136,8 @@ def _agent_data(params: dict[str, Any], ctx: CellContext) -> tuple[Any, dict[str
     if params.get("postprocess"):
         from privsynth.release.postprocess import postprocess, step_options
 
-        data, extra["postprocess"] = postprocess(data, environment=ctx.dataset(params["data"]["sensitive"]).info,
+        # only the sensitive set's environment facts (its info), none of its records
+        data, extra["postprocess"] = postprocess(data, environment=ctx.dataset_info(params["data"]["sensitive"]),
                                                  **step_options(params["postprocess"]))
     if params.get("calibrate_actions"):
         from privsynth.release.calibrate import calibrate_actions
