@@ -215,7 +215,7 @@ class TDPConfig:
     local_optimizer: str = "adam"  # fresh state per clone; "sgd" is the pseudocode's choice
     server_lr: float = 1.0  # applied to the noised aggregate (post-processing)
     eval_every: int = 50  # rounds between evaluations on the PUBLIC data (model selection only)
-    seed: int = 0  # non-private randomness only: the clones' local minibatch orders
+    seed: int = 0  # unused by the mechanism (the local minibatch orders come from the noise source); kept in the record
     noise_seed: int | None = None  # None: Poisson masks and noise from OS entropy; an int replays them (NOT DP)
 
 
