@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable
+from pathlib import Path
 
 from privsynth.errors import InvalidData
 
@@ -60,3 +61,10 @@ def seed_list(text: str, *, count: bool) -> list[int]:
     if not seeds or len(set(seeds)) != len(seeds):  # a repeated seed would count one run twice in mean ± std
         raise InvalidData(f"--seeds must list distinct seeds, got '{text}'")
     return seeds
+
+
+def refuse_existing(path: str | Path, overwrite: bool, *, label: str = "", what: str = "") -> None:
+    """One-line refusal of an output ``path`` that already exists unless ``--overwrite`` was given (checked before any
+    data is read); ``label`` names the option (``"--out "``), ``what`` says what the file probably is."""
+    if Path(path).exists() and not overwrite:
+        raise InvalidData(f"{label}{path} exists{what}; pass --overwrite to replace it")

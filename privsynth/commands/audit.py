@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+from privsynth.commands._types import refuse_existing
 from privsynth.errors import InvalidData
 
 
@@ -184,8 +185,7 @@ def _check_output(path: str | Path, flag: str, *, overwrite: bool = False) -> No
     p = Path(path).expanduser()
     if p.is_dir():
         raise InvalidData(f"{flag} {p} is a directory; give the path of the file to write")
-    if p.exists() and not overwrite:
-        raise InvalidData(f"{flag} {p} exists (an earlier audit?); pass --overwrite to replace it")
+    refuse_existing(p, overwrite, label=f"{flag} ", what=" (an earlier audit?)")
     anc = p.parent
     while not anc.exists() and anc != anc.parent:
         anc = anc.parent

@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from privsynth.commands._types import require_counts, seed_list
+from privsynth.commands._types import refuse_existing, require_counts, seed_list
 from privsynth.errors import InvalidData
 
 
@@ -67,10 +67,8 @@ def _evaluate(args: argparse.Namespace) -> int:
                     ("--max-transitions", args.max_transitions)), must="positive")
     if args.out.is_dir() or args.out.suffix == "":
         args.out = args.out / "report.json"  # a directory: the report goes inside it
-    written = [args.out, args.out.with_suffix(".md"), args.out.with_name(args.out.stem + "_tsne.png")]
-    earlier = [str(p) for p in written if p.exists()]
-    if earlier and not args.overwrite:
-        raise InvalidData(f"an earlier report is at {', '.join(earlier)}; pass --overwrite to replace it")
+    for path in (args.out, args.out.with_suffix(".md"), args.out.with_name(args.out.stem + "_tsne.png")):
+        refuse_existing(path, args.overwrite, what=" (an earlier report?)")
     synthetic = load_dataset(args.synthetic)
     real = load_dataset(args.real)
     public = load_dataset(args.public) if args.public else None

@@ -11,6 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
+from privsynth.commands._types import refuse_existing
 from privsynth.errors import InvalidData
 
 CONFIGS = ("cpu", "demo", "paper", "tiny")
@@ -89,11 +90,6 @@ def _add_postprocess(p: argparse.ArgumentParser) -> None:
                         "same model until the requested number of rows is kept; free under DP)")
 
 
-def _refuse_existing(out: str, overwrite: bool) -> None:
-    if Path(out).exists() and not overwrite:
-        raise InvalidData(f"{out} exists; pass --overwrite to replace it")
-
-
 def _pretrained_help() -> str:
     from privsynth.synth.pretrained import list_pretrained
 
@@ -104,7 +100,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     from privsynth.release import check_resume_files
     from privsynth.synth import TransitionSynthesizer
 
-    _refuse_existing(args.out, args.overwrite)
+    refuse_existing(args.out, args.overwrite)
     ckpt = Path(args.out).with_suffix(".checkpoint.pt")
     check_resume_files([ckpt], overwrite=args.overwrite)
     pubs = _load_all(_ids(args.public))
@@ -128,7 +124,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
     from privsynth.release import check_model_fits, load_synthesizer, record_dp_request
 
-    _refuse_existing(args.out, args.overwrite)
+    refuse_existing(args.out, args.overwrite)
     group = dist_dp.init_from_env()  # under torchrun: join the job; every rank loads the same model and data
     try:
         synth = load_synthesizer(resolve_pretrained(args.model))
@@ -270,7 +266,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     if args.save_model:  # refused now, not after minutes of training and a written release
         if Path(args.save_model).is_dir():
             raise InvalidData(f"--save-model {args.save_model} is a directory; give the checkpoint file to write")
-        _refuse_existing(args.save_model, args.overwrite)
+        refuse_existing(args.save_model, args.overwrite)
     cfg = _config(args) if args.synth == "privorl-n" else _registered_options(args)
     pubs = _ids(args.public)
     res = synthesize(
