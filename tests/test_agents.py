@@ -29,7 +29,7 @@ from privsynth.evaluation.agents import (
     run_seeds,
 )
 from privsynth.evaluation.agents.d3rlpy_export import d3rlpy_arrays, episodes_layout_valid, to_d3rlpy
-from privsynth.evaluation.agents.nets import EnsembleLinear, EnsembleMLP
+from privsynth.evaluation.agents.nets import EnsembleLinear, EnsembleMLP, _EnsembleHeadFn
 
 TINY = {
     "iql": IQLConfig(hidden=(32, 32)),
@@ -84,6 +84,31 @@ def test_ensemble_linear_equals_separate_linear_layers():
     # gradients of each member only come from its own slice
     ens(x)[2].sum().backward()
     assert ens.weight.grad[[0, 1, 3]].abs().sum() == 0 and ens.weight.grad[2].abs().sum() > 0
+
+
+def test_one_output_ensemble_head_matches_batched_autograd_and_is_twice_differentiable():
+    """The Q heads (``out_features == 1``) run one slice at a time through their own autograd function: same values
+    and gradients as ``baddbmm`` with autograd, each member's output independent of the ensemble size, and a
+    correct second derivative (EDAC's diversity term differentiates through ∂Q/∂a)."""
+    torch.manual_seed(3)
+    head = EnsembleLinear(5, 1, ensemble_size=4).double()
+    x = torch.randn(4, 9, 5, dtype=torch.float64, requires_grad=True)
+    y = head(x)
+    want = torch.baddbmm(head.bias, x, head.weight)
+    torch.testing.assert_close(y, want)
+    g = torch.randn_like(y)
+    got = torch.autograd.grad(y, (x, head.weight, head.bias), g)
+    ref = torch.autograd.grad(want, (x, head.weight, head.bias), g)
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a, b)
+    pair = EnsembleLinear(5, 1, ensemble_size=2).double()
+    with torch.no_grad():
+        pair.weight.copy_(head.weight[1:3])
+        pair.bias.copy_(head.bias[1:3])
+    assert torch.equal(pair(x[1:3]), y[1:3])  # exact: a member does not see how many share the layer
+    params = (x.detach().requires_grad_(), head.weight.detach().requires_grad_(), head.bias.detach().requires_grad_())
+    assert torch.autograd.gradcheck(_EnsembleHeadFn.apply, params)
+    assert torch.autograd.gradgradcheck(_EnsembleHeadFn.apply, params)
 
 
 def test_ensemble_mlp_equals_separate_mlps_and_members_differ():

@@ -90,6 +90,34 @@ def set_matmul_precision(module: nn.Module, precision: str) -> nn.Module:
     return module
 
 
+class _EnsembleHeadFn(torch.autograd.Function):
+    """``y[k] = b[k] + x[k]·W[k]`` for a one-output ensemble layer (``W [E, in, 1]``: a critic's Q head), one slice
+    at a time.
+
+    Why not ``baddbmm`` and autograd: MKL's batched kernels run these matrix-vector products (and the outer product
+    ``∂x = g·Wᵀ`` of the backward) at 2 GFLOP/s, 5-15x slower than one ``addmm``/``mm`` per slice
+    (``scripts/bench_agents.py --batched``, issue 17), while an autograd loop over slices scatters every slice's
+    gradient into a full-size buffer. Per slice, each member's result is also independent of how many members share
+    the layer, so a critic stacked with other agents' (:mod:`.batched`) computes exactly what it computes alone.
+    ``∂x`` is an outer product (one multiplication per element, no sum), so the broadcast product equals the matmul.
+    The backward is written with differentiable ops, so EDAC's double backward runs through it.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        ctx.save_for_backward(x, weight)
+        return torch.stack([torch.addmm(bias[k], x[k], weight[k]) for k in range(weight.shape[0])])
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # noqa: D102
+        x, weight = ctx.saved_tensors
+        gx = grad * weight.transpose(1, 2) if ctx.needs_input_grad[0] else None
+        gw = (torch.stack([torch.mm(x[k].t(), grad[k]) for k in range(weight.shape[0])])
+              if ctx.needs_input_grad[1] else None)
+        gb = grad.sum(1, keepdim=True) if ctx.needs_input_grad[2] else None
+        return gx, gw, gb
+
+
 class EnsembleLinear(_Bf16Capable):
     """``E`` independent linear layers applied at once: ``x [E, B, in] -> [E, B, out]``.
 
@@ -117,6 +145,8 @@ class EnsembleLinear(_Bf16Capable):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.bf16:
             return bf16_matmul_add(x, self.weight, self.bias)
+        if self.out_features == 1:
+            return _EnsembleHeadFn.apply(x, self.weight, self.bias)
         return torch.baddbmm(self.bias, x, self.weight)
 
     def member_forward(self, x: torch.Tensor, k: int) -> torch.Tensor:
