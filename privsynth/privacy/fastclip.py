@@ -22,6 +22,12 @@ step's noise (``accumulate=True``), which is how the DP engine avoids extra pass
 Supported parameter holders: ``nn.Linear`` and ``nn.LayerNorm`` (any leading shape). Any other trainable parameter
 makes :class:`BookKeepingClipper` refuse, and the engine should use ``grad_sample_mode="ghost"``. Like Opacus, this
 assumes per-unit losses do not interact (no BatchNorm) and that a recorded layer output is not modified in place.
+
+Two guards keep the sensitivity at C whatever the model does: every recorded call must keep the privacy unit on dim 0
+(input and output of shape [B, ...]; a computation shared across the batch, e.g. a position table run once on
+[T, n] and broadcast, or units flattened K-major into [K·B, d], would otherwise be split into pseudo-units by the
+reshape and one unit's gradient clipped several times), and a unit whose gradient norm is not finite (an overflow,
+a NaN from an extreme record) is dropped from the sum (factor 0) instead of turning every parameter into NaN.
 """
 from __future__ import annotations
 
@@ -57,6 +63,11 @@ def _collect(module: nn.Module) -> list[nn.Module]:
                 f"book-keeping clipping supports Linear and LayerNorm layers only, but '{name}' is a "
                 f"{type(sub).__name__} with trainable parameters: use grad_sample_mode='ghost'"
             )
+        if isinstance(sub, nn.LayerNorm) and len(sub.normalized_shape) != 1:
+            raise PrivacyError(
+                f"book-keeping clipping supports LayerNorm over the last dimension only, but '{name}' normalises over "
+                f"{tuple(sub.normalized_shape)}: use grad_sample_mode='ghost'"
+            )
         for p in own:
             if id(p) in owners:
                 raise PrivacyError(f"parameter shared between '{owners[id(p)]}' and '{name}': use grad_sample_mode='ghost'")
@@ -76,6 +87,7 @@ class BookKeepingClipper:
         self.module = module
         self.max_grad_norm = float(max_grad_norm)
         self.layers = _collect(module)
+        self._names = {id(sub): name for name, sub in module.named_modules()}
         self.params = [p for layer in self.layers for p in layer.parameters(recurse=False) if p.requires_grad]
         self._records: dict[nn.Module, list[tuple[torch.Tensor, torch.Tensor]]] = {}
         self._recording = False
@@ -115,6 +127,10 @@ class BookKeepingClipper:
         cache = [self._layer_norms(layer, a, g, sq) for layer, a, g in self._layer_grads(losses)]
         norms = sq.clamp_min(0).sqrt()
         coef = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+        finite = torch.isfinite(norms)
+        if not bool(finite.all()):  # overflow / NaN of one unit: drop it (factor 0, rows zeroed) rather than poison all
+            coef = torch.where(finite, coef, torch.zeros_like(coef))
+            cache = [_drop_units(entry, finite) for entry in cache]
         self.last_norms = norms.detach()
         coef = coef * scale if scale != 1.0 else coef
         if not accumulate:
@@ -160,6 +176,13 @@ class BookKeepingClipper:
                 k += 1
                 if g is None:
                     continue
+                if a.ndim < 2 or a.shape[0] != bsz or g.shape[0] != bsz:
+                    raise PrivacyError(
+                        f"book-keeping clipping needs the privacy unit on dim 0 of every layer call, but "
+                        f"'{self._names.get(id(layer), type(layer).__name__)}' ran on an input of shape {tuple(a.shape)} "
+                        f"for {bsz} units (a computation shared across the batch, or units flattened into dim 0): "
+                        "keep dim 0 = unit (expand to the batch first) or use grad_sample_mode='ghost'"
+                    )
                 acts.append(a.reshape(bsz, -1, a.shape[-1]))
                 gs.append(g.reshape(bsz, -1, g.shape[-1]))
             if len(gs) == 1:
@@ -200,6 +223,19 @@ class BookKeepingClipper:
             gw = g * xhat if t == 1 else (g * xhat).sum(1)
             sq.add_(torch.linalg.vecdot(gw, gw))
         return layer, None, None, None, gw, gb
+
+
+def _drop_units(entry: tuple, keep: torch.Tensor) -> tuple:
+    """Zero every per-unit tensor of a ``_layer_norms`` entry for the units not in ``keep`` [B] (NaN · 0 is NaN, so
+    a zero clip factor alone would not remove them)."""
+    def zero(t: torch.Tensor | None) -> torch.Tensor | None:
+        if t is None:
+            return None
+        k = keep.reshape(-1, *([1] * (t.ndim - 1)))
+        return torch.where(k, t, torch.zeros((), dtype=t.dtype, device=t.device))
+
+    layer, a, g, per_unit, gw, gb = entry
+    return layer, zero(a), zero(g), zero(per_unit), zero(gw), zero(gb)
 
 
 def _put(p: torch.Tensor, value: torch.Tensor, accumulate: bool) -> None:
