@@ -227,6 +227,22 @@ class PATEGANSynthesizer(BaselineSynthesizer):
         parts = teacher_parts(raw, c.teachers, source.secret_key())  # disjoint: one transition, one teacher
         if len(parts) != c.teachers:
             raise InvalidData(f"the teacher partition has {len(parts)} parts for {c.teachers} teachers")
+        # Charge all planned queries before the first one is answered: a run stopped part-way (an error, Ctrl-C)
+        # leaves a generator already trained on noisy votes, and its ledger must never read less than they cost
+        # (charged at the end, an interrupted run carried an empty ledger whose card read "(0, delta)-DP").
+        ledger.append(
+            LedgerEvent.gaussian(
+                "teacher vote counts (PATE queries)",
+                sigma=float(sigma),
+                sensitivity=1.0,
+                count=int(total_queries),
+                unit="transition",
+                teachers=c.teachers,
+                queries=int(total_queries),
+                partition="keyed hash of each transition (secret key, never recorded)",
+                noise=source.kind,
+            )
+        )
         teachers = [_clone(self.discriminator) for _ in range(c.teachers)]
         t_opts = [torch.optim.Adam(t.parameters(), lr=c.lr, betas=(0.5, 0.999)) for t in teachers]
         student = _clone(self.discriminator)
@@ -274,19 +290,6 @@ class PATEGANSynthesizer(BaselineSynthesizer):
             bce(g_logits, torch.ones_like(g_logits)).backward()
             g_opt.step()
 
-        ledger.append(
-            LedgerEvent.gaussian(
-                "teacher vote counts (PATE queries)",
-                sigma=float(sigma),
-                sensitivity=1.0,
-                count=int(total_queries),
-                unit="transition",
-                teachers=c.teachers,
-                queries=int(total_queries),
-                partition="keyed hash of each transition (secret key, never recorded)",
-                noise=source.kind,
-            )
-        )
         self.history.append(
             {
                 "phase": "finetune",

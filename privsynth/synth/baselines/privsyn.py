@@ -151,13 +151,8 @@ class PrivSynSynthesizer(GridBaseline):
             rho_i = _allocation(cells, rho_meas)
             sigmas = np.sqrt(1.0 / (2.0 * rho_i))
             assert math.isclose(float(np.sum(1.0 / (2.0 * sigmas**2))), rho_meas, rel_tol=1e-9)
-            for (i, j), s in zip(selected, sigmas):
-                # each pair table: its own Gaussian mechanism (sensitivity 1, std σ_i = ρ_i-zCDP); the events are
-                # summed into the one zCDP event below
-                y, _ = gaussian_mechanism(marginal_counts(codes, (i, j), sizes), sigma=float(s), sensitivity=1.0,
-                                          name=f"pair marginal {disc.names[i]},{disc.names[j]}", source=source,
-                                          rho_event=True)
-                self.marginals.append({"cols": [i, j], "y": y.ravel().tolist(), "sigma": float(s)})
+            # charged before the first table is measured: a run stopped inside the loop keeps the tables measured so
+            # far (sample() uses them), so the ledger must already hold their cost
             ledger.append(
                 LedgerEvent.zcdp(
                     # the count of pairs is in params (pairs, sigmas: DP outputs); the name stays the same on D and D+1
@@ -173,6 +168,13 @@ class PrivSynSynthesizer(GridBaseline):
                     noise=source.kind,
                 )
             )
+            for (i, j), s in zip(selected, sigmas):
+                # each pair table: its own Gaussian mechanism (sensitivity 1, std σ_i = ρ_i-zCDP); the events are
+                # summed into the one zCDP event above
+                y, _ = gaussian_mechanism(marginal_counts(codes, (i, j), sizes), sigma=float(s), sensitivity=1.0,
+                                          name=f"pair marginal {disc.names[i]},{disc.names[j]}", source=source,
+                                          rho_event=True)
+                self.marginals.append({"cols": [i, j], "y": y.ravel().tolist(), "sigma": float(s)})
         self.history.append(
             {
                 "phase": "finetune",
