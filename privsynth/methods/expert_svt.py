@@ -54,7 +54,7 @@ from privsynth.privacy.noise import NoiseSource
 __all__ = [
     "SVTConstants", "svt_constants", "ExpertPolicies", "log_count", "prefix_counts", "prefix_query",
     "DataReleaseConfig", "ReleaseResult", "data_release", "svt_round", "budget_split", "public_horizon",
-    "release_outputs", "APPROX_SAMPLER_CAVEAT", "default_delta", "check_expert_delta",
+    "release_outputs", "release_order", "APPROX_SAMPLER_CAVEAT", "default_delta", "check_expert_delta",
 ]
 
 APPROX_SAMPLER_CAVEAT = (
@@ -303,9 +303,18 @@ def release_outputs(data, experts: ExpertPolicies, cfg: DataReleaseConfig, *, en
                    constants=rel.const.to_dict() if rel.const else None)
     if epsilon_total is not None:
         summary.update(epsilon_total=epsilon_total, delta_total=delta_total)
-    d_stable = data.take(rel.stable_idx)
+    d_stable = data.take(release_order(data, rel))
     d_stable.pop("expert")  # D_stable is the public release; expert ids stay private
     return {"result": summary, "d_stable": d_stable, "ledger": ledger}
+
+
+def release_order(data, rel: "ReleaseResult") -> np.ndarray:
+    """The stable transitions prefix by prefix in the (secret, random) order of the SVT rounds, never in log order:
+    the log is stored expert by expert, so log order (or a logged episode index) tells which expert produced a
+    released prefix."""
+    parts = [np.arange(int(data.ep_start[r["episode"]]), int(data.ep_start[r["episode"]]) + int(r["k"]))
+             for r in rel.rounds if int(r["k"]) > 0]
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
 
 
 def svt_round(counts: np.ndarray, const: SVTConstants, rng: np.random.Generator) -> tuple[int, float, list]:

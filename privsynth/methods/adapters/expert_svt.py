@@ -28,7 +28,7 @@ from privsynth.methods.discrete_learners import LearnerConfig
 from privsynth.methods.expert_dpsgd import SelectiveConfig, selective_dpsgd
 from privsynth.methods.expert_envs import ENV_SPECS, ExpertData, LinearExperts, default_env_returns, get_spec
 from privsynth.methods.expert_svt import (DataReleaseConfig, budget_split, check_expert_delta, data_release,
-                                          default_delta)
+                                          default_delta, release_order)
 from privsynth.methods.protocol import MethodAdapter, MethodResult, finish, require_sensitive
 from privsynth.privacy.accounting import check_epsilon
 
@@ -151,7 +151,7 @@ class ExpertSVTMethod(MethodAdapter):
         res = selective_dpsgd(data, release, cfg.learner, sel, n_actions=get_spec(env).n_actions)
         policy = GreedyPolicy(res.model)
         rets = default_env_returns(env, policy.act, cfg.eval_episodes, seed=10_000 + cfg.seed)
-        stable = (_stable_dataset(data, release.stable_idx, ledger_card=res.ledger.card(), env=env)
+        stable = (_stable_dataset(data, release, ledger_card=res.ledger.card(), env=env)
                   if release.n_stable else None)  # the release may be empty (few experts agree)
         metrics = {"return": float(rets.mean()), "n_stable": release.n_stable, "noisy_steps": res.noisy_steps,
                    "stable_steps": res.stable_steps, "eps1": e1, "eps2": e2, "p": p, "rounds": rounds}
@@ -160,12 +160,20 @@ class ExpertSVTMethod(MethodAdapter):
         return finish(res.ledger, cfg.epsilon, settings=settings, policy=policy, dataset=stable, metrics=metrics)
 
 
-def _stable_dataset(data: ExpertData, idx: np.ndarray, *, ledger_card: dict, env: str) -> OfflineDataset:
-    """D_stable (the DP release) as an OfflineDataset: prefixes keep their episode, no expert ids."""
-    idx = np.asarray(idx, dtype=np.int64)
-    episode = np.searchsorted(data.ep_start, idx, side="right") - 1
-    ends = np.ones(len(idx), dtype=bool)
-    ends[:-1] = (episode[1:] != episode[:-1]) | (idx[1:] != idx[:-1] + 1)
+def _stable_dataset(data: ExpertData, release: Any, *, ledger_card: dict, env: str) -> OfflineDataset:
+    """D_stable (the DP release) as an OfflineDataset: one episode per released prefix, numbered 0..n-1 in the
+    (secret, random) order of the SVT rounds, no expert ids.
+
+    Neither the logged episode index nor the log order may leave: the log is stored expert by expert
+    (``collect_expert_data``), so the logged index of a prefix reveals which expert produced it (index // N), the
+    identity the release protects, and sorting the prefixes by log position reveals their experts' relative order."""
+    lengths = np.asarray([int(r["k"]) for r in release.rounds if int(r["k"]) > 0], dtype=np.int64)
+    idx = release_order(data, release)
+    if not len(idx) or not np.array_equal(np.sort(idx), np.asarray(release.stable_idx, dtype=np.int64)):
+        raise InvalidData("expert-svt: the rounds do not describe the stable release")  # internal consistency
+    episode = np.repeat(np.arange(len(lengths)), lengths)
+    ends = np.zeros(len(idx), dtype=bool)
+    ends[np.cumsum(lengths) - 1] = True
     terminals = data.terminals[idx]
     info = DatasetInfo(name=f"expert-svt-stable-{env}", env_id=f"privsynth-{env}", privacy_card=ledger_card,
                        extra={"algorithm": "expert-level SVT stable prefixes (Alg. 2)", "discrete_actions": True})

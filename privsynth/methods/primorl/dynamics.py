@@ -237,14 +237,24 @@ def primorl_epsilon(noise_multiplier: float, sample_rate: float, rounds: int, de
     return acc.dpsgd_epsilon(noise_multiplier, sample_rate, rounds, delta, accountant)
 
 
-def _adam(grads: Params, state: dict, lr: float, step: int, b1: float = 0.9, b2: float = 0.999) -> Params:
+def _adam(grads: Params, state: dict, lr: float, step: torch.Tensor | int, b1: float = 0.9, b2: float = 0.999,
+          active: torch.Tensor | None = None) -> Params:
+    """Adam on clone-batched tensors [P, N, ...]. ``step`` is the per-(clone, member) step count [P, N] (or an int)
+    and ``active`` [P, N] marks the clones that took a step: the others keep their moments untouched, so a clone's
+    local optimiser state depends on its own trajectory only, never on how long the co-sampled trajectories are
+    (that would move its clipped update with another trajectory, outside the sensitivity C)."""
     out = {}
+    step_t = torch.as_tensor(step, dtype=torch.float32).clamp_min(1.0)
     for k, g in grads.items():
         m, v = state.setdefault(k, (torch.zeros_like(g), torch.zeros_like(g)))
-        m = b1 * m + (1 - b1) * g
-        v = b2 * v + (1 - b2) * g * g
-        state[k] = (m, v)
-        out[k] = lr * (m / (1 - b1**step)) / ((v / (1 - b2**step)).sqrt() + 1e-8)
+        m_new = b1 * m + (1 - b1) * g
+        v_new = b2 * v + (1 - b2) * g * g
+        if active is not None:
+            on = active.reshape(*active.shape, *([1] * (g.dim() - active.dim()))).bool()
+            m_new, v_new = torch.where(on, m_new, m), torch.where(on, v_new, v)
+        state[k] = (m_new, v_new)
+        st = step_t.reshape(*step_t.shape, *([1] * (g.dim() - step_t.dim())))
+        out[k] = lr * (m_new / (1 - b1**st)) / ((v_new / (1 - b2**st)).sqrt() + 1e-8)
     return out
 
 
@@ -261,7 +271,7 @@ def local_updates(model: GaussianEnsemble, data: TrajectoryTensors, idx: torch.T
     lmax, b = x.shape[1], cfg.local_batch
     n_batches = math.ceil(int(lens.max()) / b) if n_clones else 0
     state: dict = {}
-    step = 0
+    steps = torch.zeros(n_clones, n)  # local steps taken by each (clone, member): its own Adam clock
     for _ in range(cfg.local_epochs):
         # per (trajectory, member) permutation of the positions, drawn for every trajectory so that a trajectory's
         # minibatch order does not depend on which others were sampled; padding positions sort last
@@ -278,10 +288,10 @@ def local_updates(model: GaussianEnsemble, data: TrajectoryTensors, idx: torch.T
             loss = (model.loss_params(params, xb, yb, mb) * active).sum()
             grads = torch.autograd.grad(loss, list(params.values()))
             grads = dict(zip(params.keys(), grads))
-            step += 1
             with torch.no_grad():
+                steps = steps + active
                 if cfg.local_optimizer == "adam":
-                    upd = _adam(grads, state, cfg.local_lr, step)
+                    upd = _adam(grads, state, cfg.local_lr, steps, active=active)
                 elif cfg.local_optimizer == "sgd":
                     upd = {k: cfg.local_lr * g for k, g in grads.items()}
                 else:
