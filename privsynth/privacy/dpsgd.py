@@ -237,6 +237,12 @@ def dp_train(
                         bar.set_postfix(loss=f"{loss:.4f}")
             if group is not None:
                 dist_dp.check_in_sync(params)
+            # checked before the weights are kept: an over-target run rolls back like any other failure
+            steps_taken = sum(h[2] for h in recorder.history)
+            events = [acc.dpsgd_event(s, r, k) for s, r, k in recorder.history] if sigma > 0 else []
+            spent = acc.events_epsilon(events, cfg.delta, cfg.accountant) if sigma > 0 else math.inf
+            if calibrated and spent > cfg.target_epsilon * (1 + 1e-9):
+                raise PrivacyError(f"DP-SGD spent epsilon {spent:.4g}, above the target {cfg.target_epsilon:g}")
             finished = True
         finally:
             engine.close()
@@ -249,11 +255,6 @@ def dp_train(
             loss_module.train(was_training)
     seconds = time.perf_counter() - t0
 
-    steps_taken = sum(h[2] for h in recorder.history)
-    events = [acc.dpsgd_event(s, r, k) for s, r, k in recorder.history] if sigma > 0 else []
-    spent = acc.events_epsilon(events, cfg.delta, cfg.accountant) if sigma > 0 else math.inf
-    if calibrated and spent > cfg.target_epsilon * (1 + 1e-9):
-        raise PrivacyError(f"DP-SGD spent epsilon {spent:.4g}, above the target {cfg.target_epsilon:g}")
     event = LedgerEvent.dpsgd(
         description,
         noise_multiplier=sigma,
@@ -395,22 +396,64 @@ class _Engine:
                 losses = self.clipper.forward(*batch)
                 self._check_losses(losses, b)
                 self.clipper.backward(losses)
-            elif self.mode == "ghost":
-                from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
-
-                losses = self.model(*batch)
-                self._check_losses(losses, b)
-                DPTensorFastGradientClipping(self.model, self.optimizer, losses, "sum").backward()
             else:
-                losses = self.model(*batch)
-                self._check_losses(losses, b)
-                losses.sum().backward()
-            loss_value = float(losses.detach().mean())
+                losses = self._opacus_backward(batch, b)
+            loss_value = float(losses.detach().mean()) if losses is not None else math.nan
         if self.mode == "bk":
             self._noise_and_step()
         else:
             self.optimizer.step()
         return loss_value
+
+    def _opacus_backward(self, batch: tuple[torch.Tensor, ...], b: int) -> torch.Tensor | None:
+        """ghost / hooks: per-unit losses, then Opacus' clipping backward. A unit whose loss, gradient or gradient
+        norm is not finite (a finite but extreme record overflowing float32) would turn the clipped sum into NaN
+        (0 · inf), a change of every weight by one unit. Such units are dropped and the step redone on the others
+        with fresh loss randomness: a clipped contribution of 0 is within the sensitivity, and the others' clipped
+        gradients have the distribution they would have without that unit (bk drops them inside its clipper)."""
+        losses = self._opacus_pass(batch, b)
+        bad = self._nonfinite_units(losses)
+        if bad is None:
+            return losses
+        keep = (~bad).nonzero().squeeze(1)
+        self.optimizer.zero_grad(set_to_none=True)
+        if len(keep) == 0:
+            self._zero_batch()
+            return None
+        losses = self._opacus_pass(tuple(t[keep] for t in batch), len(keep))
+        if self._nonfinite_units(losses) is not None:  # cannot happen unless units interact; fail closed
+            raise PrivacyError("the clipped gradient is not finite after dropping the units with non-finite norms")
+        return losses
+
+    def _opacus_pass(self, batch: tuple[torch.Tensor, ...], b: int) -> torch.Tensor:
+        losses = self.model(*batch)
+        self._check_losses(losses, b)
+        if self.mode == "ghost":
+            from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
+
+            DPTensorFastGradientClipping(self.model, self.optimizer, losses, "sum").backward()
+        else:
+            losses.sum().backward()
+        return losses
+
+    def _nonfinite_units(self, losses: torch.Tensor) -> torch.Tensor | None:
+        """Mask [b] of the units whose loss or (per-unit) gradient is not finite, or None when all are. ghost: its
+        norms; hooks: the per-unit gradient rows. A non-finite clipped sum no unit accounts for raises."""
+        bad = ~torch.isfinite(losses.detach())
+        if self.mode == "ghost":
+            bad |= ~torch.isfinite(self.model.per_sample_gradient_norms.detach())
+            summed = [p.grad for p in self.params if p.grad is not None]
+        else:
+            for p in self.params:
+                gs = getattr(p, "grad_sample", None)
+                if gs is not None:
+                    bad |= ~torch.isfinite(gs.detach().reshape(gs.shape[0], -1)).all(1)
+            summed = []
+        if bool(bad.any()):
+            return bad
+        if not all(bool(torch.isfinite(g).all()) for g in summed):
+            raise PrivacyError("the clipped gradient is not finite although every unit's norm is")
+        return None
 
     @staticmethod
     def _check_losses(losses: torch.Tensor, b: int) -> None:
