@@ -75,3 +75,20 @@ def make_toy_dataset(lengths=(5, 3, 7), obs_dim=4, act_dim=2, seed=0, sensitive=
 @pytest.fixture
 def toy_dataset() -> OfflineDataset:
     return make_toy_dataset()
+
+
+@pytest.fixture(scope="module")
+def expert_pool():
+    """600 linear CartPole experts and 3 logged trajectories each (the expert-level SVT tests' pool). With 3 per
+    expert the exact sampler, which draws experts with replacement and refuses an exhausted one, almost never runs
+    out (with 2, about 0.3% of releases did)."""
+    import numpy as np
+
+    from privsynth.methods.expert_envs import LinearExperts, collect_expert_data
+
+    rng = np.random.default_rng(0)
+    m = 600
+    base = rng.normal(size=(1, 2, 5))
+    ex = LinearExperts(base[..., :4] + 0.3 * rng.normal(size=(m, 2, 4)), base[..., 4] + 0.3 * rng.normal(size=(m, 2)),
+                       p_min=0.02)
+    return ex, collect_expert_data("cartpole", ex, 3, seed=0, horizon=30)

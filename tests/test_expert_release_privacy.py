@@ -9,22 +9,15 @@ import torch
 from privsynth.errors import BudgetExceeded, PrivacyError
 from privsynth.methods.discrete_learners import LearnerConfig
 from privsynth.methods.expert_dpsgd import SelectiveConfig, selective_dpsgd
-from privsynth.methods.expert_envs import LinearExperts, collect_expert_data, get_spec
+from privsynth.methods.expert_envs import get_spec
 from privsynth.methods.expert_svt import (APPROX_SAMPLER_CAVEAT, DataReleaseConfig, ReleaseResult, data_release,
                                           release_outputs)
 from privsynth.privacy.guard import check_budget
 
 
 @pytest.fixture(scope="module")
-def pool():
-    rng = np.random.default_rng(0)
-    m = 600
-    base = rng.normal(size=(1, 2, 5))
-    ex = LinearExperts(base[..., :4] + 0.3 * rng.normal(size=(m, 2, 4)), base[..., 4] + 0.3 * rng.normal(size=(m, 2)),
-                       p_min=0.02)
-    # 3 trajectories per expert: the exact sampler draws experts with replacement and refuses an exhausted one, so
-    # with 2 an expert drawn 3 times in 20 rounds (about 0.3% of releases) made this module flaky
-    return ex, collect_expert_data("cartpole", ex, 3, seed=0, horizon=30)
+def pool(expert_pool):
+    return expert_pool
 
 
 def _outcome(res):

@@ -42,15 +42,8 @@ def test_primorl_local_update_does_not_depend_on_co_sampled_trajectories(epochs,
 
 
 @pytest.fixture(scope="module")
-def pool():
-    from privsynth.methods.expert_envs import LinearExperts, collect_expert_data
-
-    rng = np.random.default_rng(0)
-    m = 600
-    base = rng.normal(size=(1, 2, 5))
-    ex = LinearExperts(base[..., :4] + 0.3 * rng.normal(size=(m, 2, 4)), base[..., 4] + 0.3 * rng.normal(size=(m, 2)),
-                       p_min=0.02)
-    return ex, collect_expert_data("cartpole", ex, 3, seed=0, horizon=30)
+def pool(expert_pool):
+    return expert_pool
 
 
 def _release(pool):
