@@ -46,7 +46,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from privsynth.data.minari_io import load_dataset
-    from privsynth.release import check_release_request, release_dataset
+    from privsynth.release import check_public, check_release_request, release_dataset
     from privsynth.synth.trajectory import TrajectorySynthesizer
     from privsynth.synth.trajectory.config import PRESETS
 
@@ -73,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
         public = [load_dataset(i.strip()) for i in args.public.split(",") if i.strip()]
         if not public:
             raise InvalidData("--public needs at least one public dataset id (or pass --from-checkpoint)")
+        for pub in public:  # pre-training and the normaliser read it unaccounted: it must hold no sensitive record
+            check_public(pub, sensitive)
         synth = TrajectorySynthesizer(cfg).pretrain(public, progress=not args.quiet)
     synth.finetune(sensitive, args.epsilon, args.delta, "trajectory", progress=not args.quiet)
     if args.save:  # the fine-tuned model is a release too: written only if its ledger fits the budget

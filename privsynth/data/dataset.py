@@ -413,7 +413,9 @@ class OfflineDataset:
 
     @classmethod
     def concatenate(cls, datasets: list["OfflineDataset"], *, info: DatasetInfo | None = None) -> "OfflineDataset":
-        """Concatenate datasets with equal spaces; episode ids are renumbered so they stay distinct."""
+        """Concatenate datasets with equal spaces; episode ids are renumbered so they stay distinct. The result is
+        sensitive when any part is (also under a given ``info``): the flag is what keeps sensitive rows out of
+        public-only fits (normalisers, pre-training), so concatenating must never clear it."""
         if not datasets:
             raise InvalidData("nothing to concatenate")
         for other in datasets[1:]:
@@ -423,6 +425,9 @@ class OfflineDataset:
             ids.append(ds.episode_index() + offset)
             offset += ds.n_episodes
         cat = lambda name: np.concatenate([getattr(d, name) for d in datasets])  # noqa: E731
+        info = info or dataclasses.replace(datasets[0].info, name="+".join(d.info.name for d in datasets))
+        if any(d.info.sensitive for d in datasets) and not info.sensitive:
+            info = dataclasses.replace(info, sensitive=True)
         return cls(
             observations=cat("observations"),
             actions=cat("actions"),
@@ -431,7 +436,7 @@ class OfflineDataset:
             terminals=cat("terminals"),
             timeouts=cat("timeouts"),
             episode_ids=np.concatenate(ids),
-            info=info or dataclasses.replace(datasets[0].info, name="+".join(d.info.name for d in datasets)),
+            info=info,
         )
 
     def mark_sensitive(self, sensitive: bool = True) -> "OfflineDataset":

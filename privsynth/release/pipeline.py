@@ -191,7 +191,7 @@ def synthesize(
         synth.finetune(sens, epsilon - (normalizer_epsilon or 0.0), delta, unit, progress=progress)
         seconds["finetune"] = time.perf_counter() - t0
         if done_fine is not None:
-            synth.save(done_fine)
+            _save_stage(synth, done_fine, epsilon, delta)
     t0 = time.perf_counter()
     name = out_dataset or f"{sens.info.name}-synthetic-eps{epsilon:g}"
     ds = _maybe_postprocess(
@@ -265,6 +265,19 @@ def _synthesize_registered(
     seconds["total"] = time.perf_counter() - t_all
     return SynthesisResult(dataset=ds, ledger=synth.ledger, synthesizer=synth, dataset_id=out_dataset, epsilon=spent,
                            seconds=seconds)
+
+
+def _save_stage(synth: Any, path: Path, epsilon: float, delta: float) -> None:
+    """Write the fine-tuned stage checkpoint of a ``workdir``. A DP fine-tuned model is a release too (docs/DESIGN.md
+    invariant 3), so it goes through the guard: a ledger over ``epsilon`` (a ``pretrained`` synthesizer that had
+    already spent part of it) or not DP (reproducible noise) is refused before anything is written. The no-privacy
+    ablation keeps its plain stage file (its data is refused at release anyway)."""
+    if not synth.config.private:
+        synth.save(path)
+        return
+    from privsynth.privacy.guard import guarded_save_model
+
+    guarded_save_model(synth, path, epsilon, delta)
 
 
 def _draw_seed(synth: Any, i: int) -> int:

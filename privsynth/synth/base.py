@@ -273,15 +273,18 @@ class NetworkSynthesizer(Synthesizer):
     ) -> "NetworkSynthesizer":
         """Normalise with DP statistics of the sensitive data (no public data): clipped mean and std under the
         Gaussian mechanism (:mod:`privsynth.privacy.dp_stats`), noise from the synthesizer's noise source. The event
-        is charged to this synthesizer's ledger at fine-tuning, composed with DP-SGD's. With ``config.next_state =
-        "delta"`` the statistics are those of the Δs rows, clipped to the box
-        :func:`~privsynth.synth.next_state.delta_bounds` derives from the public state bounds."""
+        is charged to this synthesizer's ledger when the first DP fine-tune opens it, composed with DP-SGD's; a
+        normaliser fitted after that (a refit before sampling, or before a second fine-tune) is charged at once, since
+        it shapes every later sample. With ``config.next_state = "delta"`` the statistics are those of the Δs rows,
+        clipped to the box :func:`~privsynth.synth.next_state.delta_bounds` derives from the public state bounds."""
         from privsynth.privacy.dp_stats import dp_normalizer_from_dataset
         from privsynth.synth.next_state import dp_delta_normalizer
 
         fit = dp_delta_normalizer if self.next_state == "delta" else dp_normalizer_from_dataset
         norm, event = fit(sensitive, low=low, high=high, epsilon=epsilon, delta=delta, unit=unit,
                           accountant=accountant, noise_seed=getattr(self.config, "noise_seed", None))
+        if self._ledger is not None:
+            self._ledger.append(event)  # refuses (and keeps the previous normaliser) an event of another unit
         self.normalizer, self.normalizer_event = norm, event
         return self
 
