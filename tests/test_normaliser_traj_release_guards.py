@@ -133,3 +133,13 @@ def test_synthesize_traj_refuses_a_copy_of_the_sensitive_set_as_public(capsys):
                "tiny", "--epsilon", "5", "--delta", "1e-3", "--out", "privsynth/out-v0", "--quiet"])
     assert rc == 2 and "shares" in capsys.readouterr().err
     assert "privsynth/out-v0" not in minari_io.list_datasets()
+
+
+@pytest.mark.parametrize("option", [{"normalizer_epsilon": 1.0}, {"obs_bounds": (-5.0, 5.0)},
+                                    {"reward_bounds": (0.0, 1.0)}])
+def test_privorl_n_only_options_are_refused_for_other_synthesizers(option):
+    from privsynth.errors import InvalidData
+
+    with pytest.raises(InvalidData, match="privorl-n only"):
+        synthesize(_traj_sens(), public=[make_toy_dataset(lengths=(9, 8), seed=1, name="pub")], synth="privorl-j",
+                   preset="tiny", epsilon=5.0, delta=1e-3, unit="trajectory", n=4, progress=False, **option)

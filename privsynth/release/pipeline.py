@@ -107,7 +107,8 @@ def synthesize(
             out_dataset=out_dataset, overwrite=overwrite, progress=progress, t_all=t_all, postprocess=postprocess,
             topup=topup,
             unsupported={"pretrained": pretrained is not None, "pretrain=False": not pretrain,
-                         "workdir": workdir is not None},
+                         "workdir": workdir is not None, "normalizer_epsilon": normalizer_epsilon is not None,
+                         "obs_bounds": obs_bounds is not None, "reward_bounds": reward_bounds is not None},
         )
     if config is None and preset is not None:
         from privsynth.synth import registry
