@@ -179,6 +179,10 @@ def cmd_sample(args: argparse.Namespace) -> int:
     else:
         raise InvalidData("the model carries no environment facts; pass --sensitive ID so the release carries its "
                           "environment spec")
+    if args.postprocess:  # refuse before spending minutes sampling
+        from privsynth.release.postprocess import check_supported
+
+        check_supported(environment, args.postprocess)
     if args.shards > 1:
         from privsynth.evaluation.executors import make_executor
         from privsynth.synth.sharded import sample_sharded

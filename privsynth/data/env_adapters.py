@@ -19,7 +19,8 @@ import numpy as np
 from privsynth.data.dataset import DatasetInfo
 from privsynth.errors import PrivsynthError
 
-__all__ = ["EnvAdapter", "PointMazeAdapter", "MujocoLocomotionAdapter", "GridAdapter", "adapter_for"]
+__all__ = ["EnvAdapter", "PointMazeAdapter", "MujocoLocomotionAdapter", "GridAdapter", "adapter_for",
+           "simulator_kind"]
 
 
 class EnvAdapter(ABC):
@@ -233,11 +234,21 @@ def adapter_for(
 
     env = make_env(info)
     env.reset(seed=seed)
-    unwrapped = env.unwrapped
-    if hasattr(unwrapped, "point_env") and hasattr(unwrapped, "maze"):
+    kind = simulator_kind(env)
+    if kind == "pointmaze":
         return PointMazeAdapter(env, info, bins_per_cell=bins_per_cell)
-    if hasattr(unwrapped, "set_state") and hasattr(unwrapped, "model"):
+    if kind == "mujoco":
         return MujocoLocomotionAdapter(env, reference_obs, bins=grid_bins)
     env.close()
     return GridAdapter(reference_obs, bins=grid_bins)
+
+
+def simulator_kind(env: Any) -> str | None:
+    """``"pointmaze"`` (gymnasium-robotics PointMaze), ``"mujoco"`` (a MuJoCo env whose state can be set) or None."""
+    unwrapped = env.unwrapped
+    if hasattr(unwrapped, "point_env") and hasattr(unwrapped, "maze"):
+        return "pointmaze"
+    if hasattr(unwrapped, "set_state") and hasattr(unwrapped, "model"):
+        return "mujoco"
+    return None
 

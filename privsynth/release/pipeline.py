@@ -123,6 +123,7 @@ def synthesize(
     sens = as_dataset(sensitive).mark_sensitive(True)
     check_delta(delta, sens.n_transitions if unit == "transition" else sens.n_episodes)
     check_env_spaces(sens.info, sens.obs_dim, sens.act_dim)  # the release will carry this environment
+    _check_postprocess(sens.info, postprocess)
     pubs = [as_dataset(p) for p in public_list]
     for pub in pubs:
         check_public(pub, sens)
@@ -246,6 +247,7 @@ def _synthesize_registered(
     from privsynth.data.minari_io import check_env_spaces
 
     check_env_spaces(sens.info, sens.obs_dim, sens.act_dim)
+    _check_postprocess(sens.info, postprocess)
     pubs = [as_dataset(p) for p in public_list]
     for pub in pubs:
         check_public(pub, sens)
@@ -286,6 +288,14 @@ def _draw_seed(synth: Any, i: int) -> int:
     from privsynth.release.postprocess import draw_seed
 
     return draw_seed(getattr(synth.config, "seed", 0), i)
+
+
+def _check_postprocess(info: Any, apply: Any) -> None:
+    """An unsupported post-processing request fails here, before any training spends the budget."""
+    if apply:
+        from privsynth.release.postprocess import check_supported
+
+        check_supported(info, apply)
 
 
 def _maybe_postprocess(

@@ -37,7 +37,7 @@ from privsynth.data.dataset import DatasetInfo, OfflineDataset, environment_fact
 from privsynth.data.env_adapters import MujocoLocomotionAdapter, PointMazeAdapter, adapter_for
 from privsynth.errors import InvalidData, PrivacyError, PrivsynthError
 
-__all__ = ["postprocess", "step_options", "topped_up", "draw_seed", "STEPS", "SUPPORTED"]
+__all__ = ["postprocess", "step_options", "check_supported", "topped_up", "draw_seed", "STEPS", "SUPPORTED"]
 
 SUPPORTED = "PointMaze (gymnasium-robotics, sparse or dense reward) and MuJoCo locomotion (gymnasium, qpos[k:] | qvel)"
 _CHANGED = 1e-6  # a recomputed value differing by more than this counts as changed
@@ -57,6 +57,29 @@ def step_options(steps: Any) -> dict[str, bool]:
     if unknown or not names:
         raise InvalidData(f"unknown post-processing steps {unknown or names}: choose from {', '.join(STEPS)} (or all)")
     return {kw: name in names for name, kw in STEPS.items()}
+
+
+def check_supported(info: DatasetInfo, steps: Any) -> None:
+    """Refuse a post-processing request the release's environment cannot serve, from the environment's public facts
+    alone: called before any training, so that an unsupported ``--postprocess`` never spends the budget on a fine-tune
+    whose output would then be refused. ``goals`` (goals inside walls) is a PointMaze step."""
+    options = step_options(steps)  # unknown step names fail here too
+    if not info.env_id:
+        raise PrivsynthError(f"dataset '{info.name}' records no environment; post-processing supports {SUPPORTED}")
+    from privsynth.data.env_adapters import simulator_kind
+    from privsynth.data.envs import make_env
+
+    env = make_env(info)
+    try:
+        kind = simulator_kind(env)
+    finally:
+        env.close()
+    if kind is None:
+        raise PrivsynthError(f"no post-processing for environment '{info.env_id}': supported are {SUPPORTED}")
+    named = steps is not True and steps != "all"
+    if named and options["drop_goals_in_walls"] and kind != "pointmaze":
+        raise InvalidData(f"the post-processing step 'goals' drops goals inside maze walls: PointMaze only, not "
+                          f"'{info.env_id}'")
 
 
 def postprocess(
