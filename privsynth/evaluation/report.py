@@ -176,6 +176,10 @@ def evaluate_synthetic(
     """
     real.check_compatible(synthetic)
     _check_agent_names(agents)
+    if agents:  # the agents are scored on real's reference returns: fail before minutes of fidelity work
+        from privsynth.evaluation.agents.common import require_reference_scores
+
+        require_reference_scores(real.info)
     out = Path(out)
     if out.suffix != ".json":
         raise InvalidData(f"the report path must end in .json, got '{out}'")

@@ -136,6 +136,12 @@ class Policy(nn.Module):
 
 def normalized_score(info: DatasetInfo, ret: float | np.ndarray) -> float | np.ndarray:
     """D4RL normalised score ``100·(R − ref_min)/(ref_max − ref_min)`` from ``info``'s reference returns."""
+    lo, hi = require_reference_scores(info)
+    return 100.0 * (np.asarray(ret, dtype=np.float64) - lo) / (hi - lo)
+
+
+def require_reference_scores(info: DatasetInfo) -> tuple[float, float]:
+    """``info``'s (ref_min, ref_max), or a one-line error saying how to set them (check before training agents)."""
     lo, hi = info.ref_min_score, info.ref_max_score
     if lo is None or hi is None:
         raise InvalidData(
@@ -147,7 +153,7 @@ def normalized_score(info: DatasetInfo, ret: float | np.ndarray) -> float | np.n
         )
     if hi == lo:
         raise InvalidData(f"dataset '{info.name}' has equal reference scores ({lo}); cannot normalise a return")
-    return 100.0 * (np.asarray(ret, dtype=np.float64) - lo) / (hi - lo)
+    return float(lo), float(hi)
 
 
 @dataclass(frozen=True)

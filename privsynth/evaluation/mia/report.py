@@ -198,9 +198,9 @@ def report_paths(json_path: str | Path, md_path: str | Path | None = None,
     json_path = Path(json_path)
     if json_path.is_dir() or json_path.suffix == "":
         json_path = json_path / "audit.json"
-    if json_path.suffix.lower() in (".md", ".png"):
+    if json_path.suffix.lower() != ".json":  # as evaluate --out: JSON written into a .txt or .md would mislead
         raise InvalidData(f"--out {json_path} is where the JSON goes (the report and the plot are written beside it "
-                          f"as <stem>.md and <stem>-roc.png): give a .json path")
+                          f"as <stem>.md and <stem>-roc.png): give a .json path or a folder")
     md_path = Path(md_path) if md_path else json_path.with_suffix(".md")
     plot_path = Path(plot_path) if plot_path else json_path.with_name(json_path.stem + "-roc.png")
     paths = {"--out (JSON)": json_path, "--report (markdown)": md_path, "--plot (ROC)": plot_path}
