@@ -9,9 +9,11 @@ Column layout (every name can be mapped to yours with ``columns={"reward": "r", 
 ``next_obs_0`` ...          next observation (optional, or ``next_observation_columns=[...]``); without it,
                             rows are the consecutive steps of their episode and each row's next observation is
                             the following row's observation, so the last row of an episode only supplies the
-                            final observation (its action and reward are dropped)
+                            final observation (its action and reward are dropped; their count is in
+                            ``info.extra["dropped_final_rows"]``) and every episode needs at least two rows
 ``terminal``                the row's transition ends in a terminal state (optional, default False); without
-                            next-observation columns it marks the row holding the terminal observation
+                            next-observation columns it marks the row holding the terminal observation (or the
+                            row before it); with an ``episode_id`` column a flag on any earlier row is an error
 ``truncated``               episode cut by a time limit (optional, default False); without next-observation
                             columns every episode that does not end in a terminal is truncated
 ``episode_id``              episode of the row (optional; default: a new episode after every terminal or
@@ -22,6 +24,9 @@ Column layout (every name can be mapped to yours with ``columns={"reward": "r", 
 spaces ignored); anything else, or a missing value, is an error naming the column and the first bad row. Rows are
 counted from 0 after the header, as pandas counts them; for a CSV file the error also gives the file line.
 
+A role mapped by name (``columns``, ``observation_columns``, ...) to a column the table lacks is an error naming the
+role, the column and the closest column names; only roles nobody mapped fall back silently to their defaults.
+
 Imported data is marked sensitive unless ``sensitive=False``. With ``env_id`` (which must be registered with
 gymnasium), the widths are checked against the environment's spaces at import, every action must lie in the
 environment's action space, and the action box is taken from the environment (a public fact), so synthetic rows are
@@ -30,6 +35,8 @@ unbounded). Dict observation spaces need ``obs_keys`` (the keys the columns hold
 """
 from __future__ import annotations
 
+import difflib
+import zipfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -38,7 +45,7 @@ import numpy as np
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.errors import InvalidData, SpaceMismatch
 
-__all__ = ["from_pandas", "read_table", "DEFAULT_COLUMNS"]
+__all__ = ["from_pandas", "read_table", "read_npz", "DEFAULT_COLUMNS"]
 
 DEFAULT_COLUMNS: dict[str, str] = {
     "reward": "reward",
@@ -51,14 +58,36 @@ _CSV_ATTR = "privsynth_csv"  # DataFrame.attrs key set by read_table on a CSV fi
 _TRUE, _FALSE = frozenset({"true", "1", "1.0"}), frozenset({"false", "0", "0.0"})
 
 
+def read_npz(path: str | Path) -> dict[str, np.ndarray]:
+    """The arrays of a ``.npz`` file, never unpickling anything (``allow_pickle=False``): a file that is not a zip
+    archive is refused as such, rather than with numpy's advice to load it with ``allow_pickle=True``."""
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidData(f"no such file: {path}")
+    if not zipfile.is_zipfile(path):
+        raise InvalidData(f"cannot read {path} as .npz: not a valid .npz (zip) archive")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return {k: npz[k] for k in npz.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise InvalidData(f"cannot read {path} as .npz: {exc}") from None
+
+
 def read_table(path: str | Path) -> Any:
-    """A DataFrame from a ``.csv`` or ``.parquet`` file (parquet needs pyarrow: ``pip install 'privsynth[parquet]'``)."""
+    """A DataFrame from a ``.csv`` or ``.parquet`` file (parquet needs pyarrow: ``pip install 'privsynth[parquet]'``).
+    A ``.npz`` file holds D4RL-style arrays, not a table: it is refused (after checking it is a zip archive at all);
+    read it with :func:`read_npz` or ``privsynth datasets import``."""
     import pandas as pd
 
     path = Path(path)
     if not path.is_file():
         raise InvalidData(f"no such file: {path}")
     suffix = path.suffix.lower()
+    if suffix == ".npz":
+        if not zipfile.is_zipfile(path):
+            raise InvalidData(f"cannot read {path} as .npz: not a valid .npz (zip) archive")
+        raise InvalidData(f"{path} holds D4RL-style arrays, not a table: import it with privsynth datasets import "
+                          "(Python: privsynth.data.tabular.read_npz)")
     try:
         if suffix == ".csv":
             df = pd.read_csv(path)
@@ -70,7 +99,7 @@ def read_table(path: str | Path) -> Any:
         raise InvalidData(f"cannot read {path}: {exc} (pip install pyarrow)") from None
     except (OSError, ValueError) as exc:
         raise InvalidData(f"cannot read {path}: {exc}") from None
-    raise InvalidData(f"unknown table format '{suffix}'; use .csv, .parquet or .npz")
+    raise InvalidData(f"unknown table format '{suffix}'; use .csv or .parquet (or a D4RL-style .npz)")
 
 
 def _prefixed(df: Any, prefix: str) -> list[str]:
@@ -246,6 +275,41 @@ def _missing_prefixed(df: Any, cols: Sequence[str], role: str, space: Any, env: 
                         f"{', '.join(cols)})")
 
 
+def _closest(df: Any, col: str) -> str:
+    """The table's column names closest to ``col`` (difflib), or its first columns when none is close."""
+    names = [str(c) for c in df.columns]
+    close = difflib.get_close_matches(str(col), names, n=3, cutoff=0.6)
+    if close:
+        return "closest column" + ("s " if len(close) > 1 else " ") + ", ".join(repr(c) for c in close)
+    shown = ", ".join(repr(c) for c in names[:8]) + (", ..." if len(names) > 8 else "")
+    return f"the table's columns are {shown}"
+
+
+def _check_named(df: Any, columns: dict[str, str] | None,
+                 lists: Sequence[tuple[str, str, Sequence[str] | None]]) -> None:
+    """Refuse a role mapped by name to a column the table lacks (a typo would otherwise fall back to a default)."""
+    present = set(df.columns)
+    for role, col in (columns or {}).items():
+        if col not in present:
+            raise InvalidData(
+                f"the table has no column '{col}' for the {role} role (--map {role}={col}, "
+                f"columns={{'{role}': '{col}'}} in Python); {_closest(df, col)}"
+            )
+    for what, option, cols in lists:
+        missing = [c for c in (cols or ()) if c not in present]
+        if missing:
+            more = f" (and {len(missing) - 1} more missing)" if len(missing) > 1 else ""
+            raise InvalidData(
+                f"the table has no column '{missing[0]}' for the {what} ({option}){more}; {_closest(df, missing[0])}"
+            )
+
+
+def _episode_label(df: Any, id_col: str | None, ids: np.ndarray, row: int) -> str:
+    if id_col is not None:
+        return f"episode {_show(df[id_col].iloc[row])}"
+    return f"episode {int(ids[row])} (counted from 0; a new episode starts after each terminal or truncated row)"
+
+
 def from_pandas(
     df: Any,
     *,
@@ -276,6 +340,11 @@ def from_pandas(
         raise InvalidData("the table has no rows")
     if len(df.columns) == 1:
         _one_column(str(df.columns[0]))
+    _check_named(df, columns, [
+        ("observations", "--obs-cols, observation_columns in Python", observation_columns),
+        ("actions", "--act-cols, action_columns in Python", action_columns),
+        ("next observations", "--next-obs-cols, next_observation_columns in Python", next_observation_columns),
+    ])
     obs_cols = list(observation_columns or _prefixed(df, _PREFIXES["obs"]))
     act_cols = list(action_columns or _prefixed(df, _PREFIXES["act"]))
     next_cols = list(next_observation_columns or _prefixed(df, _PREFIXES["next_obs"]))
@@ -301,29 +370,51 @@ def from_pandas(
     rew = _matrix(df, [names["reward"]], "reward")[:, 0]
     term = _flags(df, names["terminal"], n)
     trunc = _flags(df, names["truncated"], n)
-    if names["episode_id"] in df.columns:
-        ids = _episode_ids(df, names["episode_id"])
+    id_col = names["episode_id"] if names["episode_id"] in df.columns else None
+    if id_col is not None:
+        ids = _episode_ids(df, id_col)
     else:
         ends = term | trunc
         ids = np.concatenate([[0], np.cumsum(ends[:-1])])
     ids = np.asarray(ids, dtype=np.int64)
+    dropped = 0
     if next_cols:
         nxt = _matrix(df, next_cols, "next observation")
         keep = np.ones(n, dtype=bool)
     else:  # consecutive steps: row t+1 is the next observation of row t; an episode's last row only closes it
+        starts = np.flatnonzero(np.concatenate([[True], ids[1:] != ids[:-1]]))
+        lasts = np.concatenate([starts[1:], [n]]) - 1
+        short = np.flatnonzero(lasts == starts)
+        if short.size:
+            i = int(starts[short[0]])
+            others = f" ({short.size} episodes have a single row)" if short.size > 1 else ""
+            raise InvalidData(
+                f"{_episode_label(df, id_col, ids, i)} has a single row, {_row(df, i)}{others}; without "
+                "next-observation columns a row's next observation is the following row's observation and an "
+                "episode's last row only supplies its final observation, so every episode needs at least two rows "
+                "(or add next_obs_* columns)"
+            )
+        if id_col is not None:  # a flag before an episode's last two rows: the rows are not in the documented layout
+            last_of_row = np.repeat(lasts, lasts - starts + 1)
+            early = (term | trunc) & (last_of_row - np.arange(n) >= 2)
+            if early.any():
+                i = int(np.argmax(early))
+                flag = names["terminal"] if term[i] else names["truncated"]
+                raise InvalidData(
+                    f"column '{flag}' is set at {_row(df, i)}, {int(last_of_row[i] - i)} rows before the last row of "
+                    f"{_episode_label(df, id_col, ids, i)} ({_row(df, int(last_of_row[i]))}); without "
+                    "next-observation columns a terminal or truncated flag belongs on an episode's last row (its "
+                    "final observation) or the row before it: check the episode ids and the row order, or add "
+                    "next_obs_* columns"
+                )
         nxt = np.zeros_like(obs)
         nxt[:-1] = obs[1:]
         keep = np.ones(n, dtype=bool)
-        keep[-1] = False
-        keep[:-1] = ids[1:] == ids[:-1]
-        if not keep.any():
-            raise InvalidData("without next-observation columns every episode needs at least two rows")
-        last = np.flatnonzero(~keep)
-        prev = last - 1
-        ok = prev >= 0
-        ok[ok] = ids[prev[ok]] == ids[last[ok]]
-        term[prev[ok]] |= term[last[ok]]  # the closing row's flags move to the last real transition
-        trunc[prev[ok]] |= trunc[last[ok]] | ~term[last[ok]]
+        keep[lasts] = False
+        dropped = int(lasts.size)
+        prev = lasts - 1
+        term[prev] |= term[lasts]  # the closing row's flags move to the last real transition
+        trunc[prev] |= trunc[lasts] | ~term[prev]  # an episode that does not end in a terminal state is truncated
     info = DatasetInfo(
         name=name,
         env_id=env_id,
@@ -332,7 +423,8 @@ def from_pandas(
         ref_min_score=ref_min_score,
         ref_max_score=ref_max_score,
         sensitive=sensitive,
-        extra={"imported_columns": {"observations": obs_cols, "actions": act_cols, "next_observations": next_cols}},
+        extra={"imported_columns": {"observations": obs_cols, "actions": act_cols, "next_observations": next_cols},
+               "dropped_final_rows": dropped},
     )
     spaces = env_spaces(info)
     if spaces is not None and observation_columns is None:
