@@ -32,6 +32,9 @@ gymnasium), the widths are checked against the environment's spaces at import, e
 environment's action space, and the action box is taken from the environment (a public fact), so synthetic rows are
 later clipped to it. Observations are not checked against the observation space (continuous ones are often
 unbounded). Dict observation spaces need ``obs_keys`` (the keys the columns hold, in order).
+
+Why this module is long: every check of a user's table (column mapping, flag values, episode layout, actions against
+the environment) lives beside the layout it checks, each error naming the user's own column and row.
 """
 from __future__ import annotations
 

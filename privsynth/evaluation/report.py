@@ -342,7 +342,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                 ["visited by synthetic", cov["synthetic_coverage"]],
                 ["overlap (Jaccard)", cov["overlap_jaccard"]],
                 ["synthetic states in bins real data visits", cov["synthetic_in_real_bins"]],
-                ["synthetic states in walls / off the map", cov["synthetic_invalid_rate"]],
+                [("synthetic states in walls / off the map" if rl.get("adapter") == "pointmaze" else
+                  "synthetic states outside the real states' range (first two dims)"), cov["synthetic_invalid_rate"]],
                 *([["synthetic goals in walls / off the map", cov["synthetic_goal_invalid_rate"]]]
                   if "synthetic_goal_invalid_rate" in cov else []),
             ],
