@@ -304,8 +304,10 @@ def _import(args: argparse.Namespace) -> int:
     ds.info.extra["imported_from"] = str(path)
     out = minari_io.write_dataset(ds, dataset_id, overwrite=args.overwrite)
     kind = "public" if args.public else "sensitive"
+    dropped = ds.info.extra.get("dropped_final_rows") or 0
+    note = f"; {dropped} final rows only closed their episodes (no next_obs columns)" if dropped else ""
     print(f"imported {ds.n_transitions} transitions in {ds.n_episodes} episodes ({kind}, obs {ds.obs_dim} / act "
-          f"{ds.act_dim} dims, env {ds.info.env_id or '-'}) -> {out}")
+          f"{ds.act_dim} dims, env {ds.info.env_id or '-'}{note}) -> {out}")
     return 0
 
 
@@ -323,10 +325,9 @@ def _read_npz(path: Path, **common: Any) -> OfflineDataset:
     from privsynth.data.dataset import DatasetInfo
     from privsynth.data.minari_io import check_env_spaces, env_spaces
 
-    try:
-        data = dict(np.load(path, allow_pickle=False))
-    except (OSError, ValueError) as exc:
-        raise InvalidData(f"cannot read {path} as .npz: {exc}") from None
+    from privsynth.data.tabular import read_npz
+
+    data = read_npz(path)
     missing = [k for k in D4RL_KEYS if k not in data]
     if missing:
         raise InvalidData(f"{path} lacks the arrays {', '.join(missing)}")
