@@ -1,0 +1,66 @@
+"""Consecutive stages of one groupable kind that do not need each other run as one: their compatible cells share
+batched jobs (table1_small's synthetic and real agent stages), and each record keeps its own stage."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from privsynth.evaluation.bench import kinds
+from privsynth.evaluation.bench.execute import LazyExecutor, run
+from privsynth.evaluation.bench.suite import Stage, Suite
+
+
+@pytest.fixture
+def fake_kinds(tmp_path, monkeypatch):
+    (tmp_path / "fake_stage_kinds.py").write_text(
+        "from privsynth.evaluation.bench.registry import register_cell, register_group\n"
+        "@register_cell('fake_up')\n"
+        "def up(params, ctx):\n    return {'up': params['seed']}\n"
+        "@register_cell('fake_train')\n"
+        "def one(params, ctx):\n    return {'batch': [params['seed']]}\n"
+        "@register_group('fake_train', key=lambda p: p.get('agent'))\n"
+        "def many(params_list, ctxs):\n"
+        "    ids = sorted(str(p.get('source', 'up')) + str(p['seed']) for p in params_list)\n"
+        "    return [{'batch': ids} for _ in params_list]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(kinds, "BUILTIN_KIND_MODULES", ("fake_stage_kinds",))
+
+
+def _suite(tmp_path, second_needs_first: bool) -> Suite:
+    train = dict(kind="fake_train", group=8)
+    stages = [
+        Stage(kind="fake_up", name="up", grid={"seed": [0, 1]}),
+        Stage(name="train", needs={"stage": "up", "match": ["seed"]}, grid={"seed": [0, 1], "agent": ["a"]}, **train),
+        Stage(name="train_real", grid={"seed": [0, 1], "agent": ["a"]}, params={"source": "real"},
+              needs={"stage": "train", "match": ["seed"]} if second_needs_first else None, **train),
+    ]
+    return Suite(name="s", stages=stages, results_dir=tmp_path / "results")
+
+
+def _batches(suite: Suite) -> dict[str, list[str]]:
+    out = {}
+    for path in sorted(suite.cells_dir.glob("*.json")):
+        rec = json.loads(path.read_text())
+        if rec["kind"] == "fake_train":
+            out[f"{rec['stage']}:{rec['params']['seed']}"] = rec["result"]["batch"]
+    return out
+
+
+def test_independent_stages_of_one_kind_share_batched_jobs(tmp_path, fake_kinds):
+    suite = _suite(tmp_path, second_needs_first=False)
+    logs: list[str] = []
+    summary = run(suite, LazyExecutor("local", 1, None), progress=False, log=logs.append)
+    assert summary.ran == 6 and summary.failed == 0
+    batches = _batches(suite)
+    assert set(batches) == {"train:0", "train:1", "train_real:0", "train_real:1"}  # each keeps its stage
+    # one worker: the four compatible cells of both stages form one job
+    assert all(b == ["real0", "real1", "up0", "up1"] for b in batches.values())
+    assert any("stage train + train_real: 4 cells in 1 jobs" in line for line in logs)
+
+
+def test_a_stage_that_needs_the_other_runs_after_it(tmp_path, fake_kinds):
+    suite = _suite(tmp_path, second_needs_first=True)
+    run(suite, LazyExecutor("local", 1, None), progress=False, log=lambda _: None)
+    batches = _batches(suite)
+    assert batches["train:0"] == ["up0", "up1"] and batches["train_real:0"] == ["real0", "real1"]
