@@ -179,6 +179,10 @@ def run_canary_audit(
         base.finetune.epochs = float(cfg.finetune_epochs)
     if cfg.finetune_batch_size is not None:
         base.finetune.batch_size = int(cfg.finetune_batch_size)
+    # every score source is one test of the same claim and any of them refuting it is a violation (exit status 1):
+    # Bonferroni over the sources, so a violation holds at cfg.confidence whichever source shows it
+    sources = 2 if cfg.white_box else 1
+    per_source = 1.0 - (1.0 - cfg.confidence) / sources
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     if pretrained is not None:
@@ -207,7 +211,7 @@ def run_canary_audit(
             adapter.reduce = "mean"
             scores["weights"] = attack.score(adapter, canaries, seed=cfg.seed)
         audits = {src: audit_scores(s, included, k_pos=k, k_neg=k, delta=cfg.delta, claimed_epsilon=claimed,
-                                    confidence=cfg.confidence).to_dict() for src, s in scores.items()}
+                                    confidence=per_source).to_dict() for src, s in scores.items()}
         card = result.dataset.info.privacy_card or {}
         runs.append({
             "label": f"noise {noise}",
@@ -227,9 +231,11 @@ def run_canary_audit(
         "canaries": cfg.canaries,
         "included": int(included.sum()),
         "guesses_per_side": k,
-        "confidence": cfg.confidence,
+        "confidence": per_source,  # per score source (Bonferroni over the sources)
+        "family_confidence": cfg.confidence,
+        "tests": sources,
         # the largest bound this design can show: every guess right (one-run audits are capped near log(2k / 3))
-        "max_bound": epsilon_lower_bound(cfg.canaries, 2 * k, 2 * k, cfg.delta, cfg.confidence),
+        "max_bound": epsilon_lower_bound(cfg.canaries, 2 * k, 2 * k, cfg.delta, per_source),
         "config": {**dataclasses.asdict(cfg), "noise": list(cfg.noise)},
         "description": f"{cfg.canaries} {cfg.unit} canaries of {cfg.canary_length} transition(s) at {cfg.radius:g} "
                        f"public std from the public mean in random directions, each inserted with probability 1/2 "

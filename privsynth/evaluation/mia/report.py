@@ -168,7 +168,11 @@ def render_markdown(report: dict[str, Any]) -> str:
                 lines += ["", f"**{head} ({src}): {pw['reason']}.**"]
             else:
                 lines += ["", f"Power ({src}): {pw['reason']}."]
-        lines += ["", f"Canaries: {canary.get('description', '')} Confidence {canary.get('confidence', 0.95)}."]
+        conf_s = f"Confidence {canary.get('confidence', 0.95):.4g}"
+        if canary.get("tests", 1) > 1:
+            conf_s += (f" per score source ({canary['tests']} sources, Bonferroni: a violation holds at "
+                       f"{canary.get('family_confidence', 0.95):.0%} whichever source shows it)")
+        lines += ["", f"Canaries: {canary.get('description', '')} {conf_s}."]
         if canary.get("max_bound") is not None:
             lines += ["", f"With every guess right this design would show ε ≥ {canary['max_bound']:.2f}: claims above that "
                       "cannot be refuted by it (one-run audits need many canaries to certify large ε)."]
