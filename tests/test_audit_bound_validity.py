@@ -1,5 +1,9 @@
-"""Validity of the one-run ε audits (from an auditor's review): the reference-overlap check and the canary mode's Bonferroni.
-tested without a family-wise correction)."""
+"""Validity of the one-run ε audits (from an auditor's review).
+
+* One duplicated row switched off the check that the reference data share no records with the non-members, so a
+  0-DP release got a false VIOLATION from reference data cut from the non-members.
+* The canary mode tested its two score sources at 95% each, without a family-wise correction.
+"""
 from __future__ import annotations
 
 import math
