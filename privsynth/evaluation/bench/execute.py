@@ -45,9 +45,10 @@ class CellJob:
         return CellContext(Path(self.suite_dir), self.id, self.datasets, self.upstream_record)
 
     def record(self, *, status: str, result: dict[str, Any] | None, error: str | None, seconds: float) -> CellRecord:
+        extra = {"upstream_finished_at": self.upstream_record.finished_at} if self.upstream_record else {}
         return CellRecord(id=self.id, kind=self.kind, stage=self.stage, params=self.params, upstream=self.upstream,
                           status=status, error=error, result=result, seconds=round(seconds, 3),
-                          finished_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
+                          finished_at=time.strftime("%Y-%m-%dT%H:%M:%S"), extra=extra)
 
 
 def execute_cell(job: CellJob) -> CellRecord:
@@ -158,8 +159,13 @@ def run(suite: Suite, pool: LazyExecutor, *, only: Iterable[str] | None = None, 
             flush()
         cells, blocked = plan_stage(suite, stage, finished)
         summary.blocked += blocked
-        todo = [c for c in cells if not (cells_dir / f"{c.id}.json").exists()]
+        upstreams = {r.id: r for recs in finished.values() for r in recs}
+        stale = [c for c in cells if _stale(c, cells_dir, upstreams)]
+        todo = [c for c in cells if not (cells_dir / f"{c.id}.json").exists()] + stale
         done = len(cells) - len(todo)
+        if stale:
+            log(f"[{suite.name}] stage {stage.name}: {len(stale)} finished cells are stale (their upstream cell ran "
+                "again since, with new DP draws): they run again")
         left_out = only is not None and stage.name not in only and stage.kind not in only
         if left_out:
             todo = []
@@ -180,6 +186,17 @@ def run(suite: Suite, pool: LazyExecutor, *, only: Iterable[str] | None = None, 
         finally:  # a refused table (a key no cell has) still leaves the plots written; the cells are saved anyway
             summary.plots = [str(p) for p in write_plots(suite, log=log)]
     return summary
+
+
+def _stale(cell: Cell, cells_dir: Path, upstreams: dict[str, CellRecord]) -> bool:
+    """A finished cell whose upstream record is not the one it was computed from (the upstream ran again: a DP
+    fine-tune draws new noise, so its release and everything computed from it changed). Records written before
+    this stamp existed carry none and are taken as they are."""
+    path = cells_dir / f"{cell.id}.json"
+    if not cell.upstream or cell.upstream not in upstreams or not path.exists():
+        return False
+    stamp = read_record(path).extra.get("upstream_finished_at")
+    return stamp is not None and stamp != upstreams[cell.upstream].finished_at
 
 
 def _joins(batch: list[Stage], stage: Stage) -> bool:

@@ -1,5 +1,9 @@
-"""Consecutive stages of one groupable kind that do not need each other run as one: their compatible cells share
-batched jobs (table1_small's synthetic and real agent stages), and each record keeps its own stage."""
+"""Planning a suite run.
+
+* Consecutive stages of one groupable kind that do not need each other run as one: their compatible cells share
+  batched jobs (table1_small's synthetic and real agent stages), and each record keeps its own stage.
+* A finished cell whose upstream ran again since (new DP draws) is stale and runs again.
+"""
 from __future__ import annotations
 
 import json
@@ -64,3 +68,26 @@ def test_a_stage_that_needs_the_other_runs_after_it(tmp_path, fake_kinds):
     run(suite, LazyExecutor("local", 1, None), progress=False, log=lambda _: None)
     batches = _batches(suite)
     assert batches["train:0"] == ["up0", "up1"] and batches["train_real:0"] == ["real0", "real1"]
+
+
+def test_cells_downstream_of_a_rerun_upstream_run_again(tmp_path, fake_kinds):
+    """Deleting (or losing) an upstream record re-runs it with new DP draws: the records computed from the old one
+    are stale and must run again, not be kept beside the new upstream."""
+    suite = _suite(tmp_path, second_needs_first=False)
+    quiet = dict(progress=False, log=lambda _: None)
+    run(suite, LazyExecutor("local", 1, None), **quiet)
+    up = sorted(suite.cells_dir.glob("fake_up-*.json"))[0]
+    downstream = [p for p in suite.cells_dir.glob("fake_train-*.json")
+                  if json.loads(p.read_text())["upstream"] == up.stem]
+    assert len(downstream) == 1
+    before = json.loads(downstream[0].read_text())
+    assert before["upstream_finished_at"] == json.loads(up.read_text())["finished_at"]
+    rec = json.loads(up.read_text())
+    rec["finished_at"] = "2000-01-01T00:00:00"  # as if the upstream had run again
+    up.write_text(json.dumps(rec))
+    logs: list[str] = []
+    summary = run(suite, LazyExecutor("local", 1, None), progress=False, log=logs.append)
+    assert summary.ran == 1  # the stale downstream cell only
+    assert json.loads(downstream[0].read_text())["upstream_finished_at"] == "2000-01-01T00:00:00"
+    assert any("1 finished cells are stale" in line for line in logs)
+    assert run(suite, LazyExecutor("local", 1, None), **quiet).ran == 0  # and then it is current
