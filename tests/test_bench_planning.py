@@ -2,7 +2,8 @@
 
 * Consecutive stages of one groupable kind that do not need each other run as one: their compatible cells share
   batched jobs (table1_small's synthetic and real agent stages), and each record keeps its own stage.
-* A finished cell whose upstream ran again since (new DP draws) is stale and runs again.
+* A finished cell whose upstream ran again since (new DP draws) is stale and runs again; missing upstream artifacts
+  (results folders are committed without them) are one line that says how to re-run the upstream.
 """
 from __future__ import annotations
 
@@ -91,3 +92,15 @@ def test_cells_downstream_of_a_rerun_upstream_run_again(tmp_path, fake_kinds):
     assert json.loads(downstream[0].read_text())["upstream_finished_at"] == "2000-01-01T00:00:00"
     assert any("1 finished cells are stale" in line for line in logs)
     assert run(suite, LazyExecutor("local", 1, None), **quiet).ran == 0  # and then it is current
+
+
+def test_missing_upstream_artifacts_are_one_line_with_the_way_out(tmp_path):
+    from privsynth.errors import InvalidData
+    from privsynth.evaluation import cells
+    from privsynth.evaluation.bench.context import CellContext
+    from privsynth.evaluation.bench.records import CellRecord
+
+    up = CellRecord(id="synthesize-abc", kind="synthesize", stage="synthesize", params={})
+    ctx = CellContext(tmp_path, "agent-xyz", {}, up)
+    with pytest.raises(InvalidData, match=r"delete cells/synthesize-abc.json to re-run it"):
+        cells._source_data({"data": {"sensitive": "umaze"}}, ctx)

@@ -116,7 +116,12 @@ def _source_data(params: dict[str, Any], ctx: CellContext):
         return ctx.dataset(params["data"]["sensitive"])
     if ctx.upstream is None:
         raise InvalidData(f"cell {ctx.cell_id} needs an upstream synthesize cell")
-    return load_dataset_file(ctx.upstream_dir / "synthetic.npz")
+    path = ctx.upstream_dir / "synthetic.npz"
+    if not path.exists():  # committed results folders keep the records, not the artifacts
+        raise InvalidData(f"cell {ctx.cell_id}: upstream cell {ctx.upstream.id} left no synthetic.npz in "
+                          f"{ctx.upstream_dir} (its artifacts are not committed or were deleted): delete "
+                          f"cells/{ctx.upstream.id}.json to re-run it; the cells downstream of it then run again")
+    return load_dataset_file(path)
 
 
 def _agent_data(params: dict[str, Any], ctx: CellContext) -> tuple[Any, dict[str, Any]]:
