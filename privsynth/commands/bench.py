@@ -27,6 +27,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from privsynth.errors import InvalidData
     from privsynth.evaluation.bench.execute import run_suite
     from privsynth.evaluation.bench.plots import write_plots
     from privsynth.evaluation.bench.suite import load_suite
@@ -38,8 +39,12 @@ def run(args: argparse.Namespace) -> int:
 
     suite = load_suite(args.suite, results_dir=args.results_dir)
     if args.tables_only:
-        for path in write_tables(suite) + write_plots(suite):
-            print(path)
+        try:
+            for path in write_tables(suite):
+                print(path)
+        finally:  # a refused table still leaves the plots written
+            for path in write_plots(suite):
+                print(path)
         return 0
     summary = run_suite(suite, workers=args.workers, only=args.only, dry_run=args.dry_run,
                         progress=not args.no_progress, executor=args.executor, address=args.address)
@@ -49,4 +54,6 @@ def run(args: argparse.Namespace) -> int:
           f"{summary.blocked} blocked; results in {suite.out}")
     for path in summary.tables + summary.plots:
         print(f"  {path}")
+    if summary.table_error:  # after the summary, so a partial run (--only) still says what ran and what failed
+        raise InvalidData(f"tables not written: {summary.table_error}")
     return 1 if summary.failed else 0

@@ -183,7 +183,9 @@ def run(suite: Suite, pool: LazyExecutor, *, only: Iterable[str] | None = None, 
         suite.current = finished
         try:
             summary.tables = [str(p) for p in write_tables(suite, log=log)]
-        finally:  # a refused table (a key no cell has) still leaves the plots written; the cells are saved anyway
+        except InvalidData as exc:  # a refused table (a key no cell has, e.g. after --only): the run's summary stays
+            summary.table_error = str(exc)
+        finally:  # the plots are written either way; the cells are saved anyway
             summary.plots = [str(p) for p in write_plots(suite, log=log)]
     return summary
 

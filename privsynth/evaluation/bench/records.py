@@ -93,6 +93,7 @@ class RunSummary(_FieldView):
     failures: list[CellFailure] = field(default_factory=list)
     tables: list[str] = field(default_factory=list)
     plots: list[str] = field(default_factory=list)
+    table_error: str | None = None  # why some tables were refused (the others and the plots are written)
 
 
 def _json_default(obj: Any) -> Any:
