@@ -129,3 +129,17 @@ def test_dry_run_plans_downstream_cells_as_to_run(tmp_path):
 def test_unknown_synthesizer_and_agent_names_are_refused(tmp_path, stages, message):
     with pytest.raises(InvalidData, match=message):
         check(tmp_path, "name: n\nstages:\n" + stages)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("epsilon: [1.0, 10.0]}\n    params: {value: 3", "epsilon: [-1.0, 10.0]}\n    params: {value: 3", "epsilon must be"),
+    ("epsilon: [1.0, 10.0]}\n    params: {value: 3", "epsilon: [ten, 10.0]}\n    params: {value: 3", "epsilon must be"),
+    ("params: {value: 3,", "params: {value: 3, delta: -1.0e-4,", "delta must be"),
+    ("params: {value: 3,", "params: {value: 3, delta: 1.5,", "delta must be"),
+])
+def test_bad_epsilon_or_delta_fails_before_any_work(tmp_path, old, new, message):
+    assert old in GOOD
+    suite = suite_from(tmp_path, GOOD.replace(old, new))
+    with pytest.raises(InvalidData, match=f"stage 'make': {message}"):
+        run_suite(suite, dry_run=True, progress=False, log=lambda _: None)
+    assert not (tmp_path / "results").exists()

@@ -26,6 +26,7 @@ def validate_suite(suite: Suite) -> None:
         except InvalidData as exc:
             raise InvalidData(f"stage '{stage.name}': {exc}") from None
     _check_names(suite)
+    _check_privacy_values(suite)
     for name, spec in suite.datasets.items():
         if "split_of" in spec:
             continue
@@ -38,6 +39,20 @@ def validate_suite(suite: Suite) -> None:
         if unknown:
             raise InvalidData(f"dataset '{name}' (source {source}): unknown key {', '.join(map(repr, unknown))} "
                               f"(known: {', '.join(sorted(keys))})")
+
+
+def _check_privacy_values(suite: Suite) -> None:
+    """``epsilon`` (null for no DP, else a number >= 0; 0 is the public model alone) and ``delta`` (in (0, 1)) of
+    every cell, before any work: a bad value used to fail only when its first synthesize cell ran, after the
+    pre-training and the real-data agents."""
+    for stage in suite.stages:
+        for params in expand_stage(stage):
+            eps, delta = params.get("epsilon"), params.get("delta")
+            if eps is not None and (isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0):
+                raise InvalidData(f"stage '{stage.name}': epsilon must be a number >= 0 (or null: no DP), got {eps!r}")
+            if delta is not None and (isinstance(delta, bool) or not isinstance(delta, (int, float))
+                                      or not 0 < delta < 1):
+                raise InvalidData(f"stage '{stage.name}': delta must be a number in (0, 1), got {delta!r}")
 
 
 # kinds whose ``synthesizer`` param names a synthesizer (downstream kinds also take "real": the sensitive data)
