@@ -3,7 +3,8 @@
 * Consecutive stages of one groupable kind that do not need each other run as one: their compatible cells share
   batched jobs (table1_small's synthetic and real agent stages), and each record keeps its own stage.
 * A finished cell whose upstream ran again since (new DP draws) is stale and runs again; missing upstream artifacts
-  (results folders are committed without them) are one line that says how to re-run the upstream.
+  (results folders are committed without them) are one line that says how to re-run the upstream; a synthesize
+  cell that asks for another network than its pretrain checkpoint is refused, not silently given the checkpoint's.
 """
 from __future__ import annotations
 
@@ -104,3 +105,15 @@ def test_missing_upstream_artifacts_are_one_line_with_the_way_out(tmp_path):
     ctx = CellContext(tmp_path, "agent-xyz", {}, up)
     with pytest.raises(InvalidData, match=r"delete cells/synthesize-abc.json to re-run it"):
         cells._source_data({"data": {"sensitive": "umaze"}}, ctx)
+
+
+def test_a_synthesize_cell_cannot_silently_change_what_the_checkpoint_fixed():
+    from privsynth.errors import InvalidData
+    from privsynth.evaluation import cells
+
+    config = cells.synth_config({"preset": "tiny"}, 0)
+    width = config.denoiser.width
+    cells._check_fixed_sections(config, {"denoiser": {"width": width}, "next_state": config.next_state}, "c")  # same
+    with pytest.raises(InvalidData, match="config.denoiser is fixed by the pretrain cell's checkpoint"):
+        cells._check_fixed_sections(config, {"denoiser": {"width": width * 2}}, "c")
+    assert config.denoiser.width == width  # the check changes nothing

@@ -91,6 +91,25 @@ def _split_config(spec: dict[str, Any] | None, name: str) -> tuple[str, dict[str
     return str(preset), deep_merge(spec, nested)
 
 
+def _check_fixed_sections(config: Any, asked: dict[str, Any], cell_id: str) -> None:
+    """A synthesize cell after a pretrain cell cannot change what the checkpoint fixed (network, EDM, pre-training,
+    next-state layout): a setting there that differs from the checkpoint's is refused, never silently ignored (the
+    same setting as the checkpoint's, e.g. from the suite's defaults, is fine)."""
+    import copy
+
+    from privsynth.config_io import override
+
+    if not asked:
+        return
+    wanted = copy.deepcopy(config)
+    override(wanted, asked)
+    for key in asked:
+        if getattr(wanted, key) != getattr(config, key):
+            raise InvalidData(f"cell {cell_id}: config.{key} is fixed by the pretrain cell's checkpoint "
+                              f"({getattr(config, key)!r}); a synthesize cell cannot change it (asked "
+                              f"{asked[key]!r}): set it on the pretrain stage")
+
+
 def synth_config(spec: dict[str, Any] | None, seed: int = 0):
     """A :class:`TransitionSynthConfig` from ``{preset: ..., section: {field: value}}``; every preset the registry
     knows for ``privorl-n`` (``cpu``, ``demo``, ``paper``, ``tiny``)."""
@@ -201,6 +220,7 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
 
         fixed = ("denoiser", "edm", "pretrain", "next_state")  # set by the checkpoint; the rest may change per cell
         overrides = _split_config(params.get("config"), name)[1]
+        _check_fixed_sections(synth.config, {k: v for k, v in overrides.items() if k in fixed}, ctx.cell_id)
         override(synth.config, {k: v for k, v in overrides.items() if k not in fixed})
         synth.config.seed = seed
         check_pretrained_on_public(synth, params["data"]["sensitive"], ctx)  # its pre-training data vs this cell's
