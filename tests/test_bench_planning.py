@@ -4,7 +4,8 @@
   batched jobs (table1_small's synthetic and real agent stages), and each record keeps its own stage.
 * A finished cell whose upstream ran again since (new DP draws) is stale and runs again; missing upstream artifacts
   (results folders are committed without them) are one line that says how to re-run the upstream; a synthesize
-  cell that asks for another network than its pretrain checkpoint is refused, not silently given the checkpoint's.
+  cell that asks for another network than its pretrain checkpoint is refused, not silently given the checkpoint's;
+  one run at a time per results folder.
 """
 from __future__ import annotations
 
@@ -117,3 +118,18 @@ def test_a_synthesize_cell_cannot_silently_change_what_the_checkpoint_fixed():
     with pytest.raises(InvalidData, match="config.denoiser is fixed by the pretrain cell's checkpoint"):
         cells._check_fixed_sections(config, {"denoiser": {"width": width * 2}}, "c")
     assert config.denoiser.width == width  # the check changes nothing
+
+
+def test_a_second_run_on_the_same_results_folder_is_refused(tmp_path, fake_kinds):
+    import fcntl
+
+    from privsynth.errors import InvalidData
+
+    suite = _suite(tmp_path, second_needs_first=False)
+    suite.cells_dir.mkdir(parents=True)
+    with open(suite.out / ".lock", "w") as held:  # as a run in another process holds it
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(InvalidData, match="another privsynth bench is running"):
+            run(suite, LazyExecutor("local", 1, None), progress=False, log=lambda _: None)
+        assert not list(suite.cells_dir.iterdir())
+    assert run(suite, LazyExecutor("local", 1, None), progress=False, log=lambda _: None).ran == 6  # released

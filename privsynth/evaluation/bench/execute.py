@@ -133,9 +133,38 @@ def run(suite: Suite, pool: LazyExecutor, *, only: Iterable[str] | None = None, 
             raise InvalidData(f"--only {', '.join(unknown)}: no such stage in suite '{suite.name}' "
                               f"(stages: {', '.join(names)})")
     cells_dir = suite.cells_dir
-    if not dry_run:
-        cells_dir.mkdir(parents=True, exist_ok=True)
-        prepare_suite_datasets(suite)
+    with contextlib.ExitStack() as stack:
+        if not dry_run:
+            cells_dir.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(_results_lock(suite))
+            prepare_suite_datasets(suite)
+        return _run_locked(suite, pool, only, dry_run, progress, log)
+
+
+@contextlib.contextmanager
+def _results_lock(suite: Suite) -> Iterator[None]:
+    """One run per results folder: two runs at once each re-ran the other's upstream cells and left records of one
+    beside artifacts of the other. Released when the run ends (also when the process dies)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        yield
+        return
+    with open(suite.out / ".lock", "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise InvalidData(f"another privsynth bench is running on {suite.out}: wait for it, or pass another "
+                              "--results-dir") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _run_locked(suite: Suite, pool: LazyExecutor, only: set[str] | None, dry_run: bool, progress: bool,
+                log: Callable[[str], None]) -> RunSummary:
+    cells_dir = suite.cells_dir
     summary = RunSummary(suite=suite.name)
     finished: dict[str, list[CellRecord]] = {}
     would_run = 0
