@@ -222,3 +222,16 @@ def test_cli_prints_the_run_summary_before_refusing_a_table(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert rc == 2 and "ran, 0 skipped, 0 failed" in out  # what ran is said first
     assert "tables not written: table 'typo_rows': rows key 'synthesiser'" in err
+
+
+def test_tables_say_when_a_row_pools_cells_with_different_settings():
+    from privsynth.evaluation.bench.tables import pooled_settings
+
+    def rec(seed, trainable, eps=10.0):
+        return {"id": f"c{seed}{trainable}", "params": {"epsilon": eps, "seed": seed, "synthesizer": "privorl-n",
+                "config": {"dp": {"trainable": trainable}}}, "result": {"final_score": 1.0}, "seconds": 1.0}
+
+    same = [rec(0, "all"), rec(1, "all"), rec(0, "all", eps=1.0)]
+    assert pooled_settings(same, ["synthesizer", "epsilon"]) == []  # seeds only
+    mixed = same + [rec(2, "bias_norm")]
+    assert pooled_settings(mixed, ["synthesizer", "epsilon"]) == ["config.dp.trainable"]

@@ -3,6 +3,7 @@ HTML and the raw per-cell CSV (docs/benchmarks.md, "Where things go")."""
 from __future__ import annotations
 
 import html
+import json
 import math
 import sys
 from pathlib import Path
@@ -116,6 +117,38 @@ def summary_table(records: Sequence[Mapping[str, Any]], rows: list[str], values:
     return table
 
 
+def _flat(params: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, v in params.items():
+        if isinstance(v, Mapping):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = json.dumps(v, sort_keys=True, default=str)
+    return out
+
+
+def pooled_settings(records: Sequence[Mapping[str, Any]], keys: list[str]) -> list[str]:
+    """Settings (dotted paths into the params, nested ``config`` included) that differ among cells a table puts in
+    one row, other than seeds: a table's mean ± std is meant over cells that differ only in seed."""
+    df = records_frame(records)
+    if df.empty:
+        return []
+    present = [k for k in keys if k in df.columns]
+    labels = ["|".join(str(v) for v in row) for row in df[present].itertuples(index=False)] if present \
+        else ["" for _ in range(len(df))]
+    groups: dict[str, list[dict[str, str]]] = {}
+    for label, rec in zip(labels, records):
+        groups.setdefault(label, []).append(_flat(rec["params"]))
+    differ: set[str] = set()
+    for flats in groups.values():
+        for path in set().union(*flats):
+            if "seed" in path.rsplit(".", 1)[-1] or path in keys:
+                continue
+            if len({f.get(path) for f in flats}) > 1:
+                differ.add(path)
+    return sorted(differ)
+
+
 def made_by(suite: Suite) -> str:
     """"suite <name>, made by `privsynth bench PATH`" for the tables' and plots' headers: the suite file from
     ``suite.path`` when the loader records it, else the ``privsynth bench`` command line of this process."""
@@ -164,6 +197,10 @@ def write_tables(suite: Suite, log: Callable[[str], None] | None = print) -> lis
             remove_stale(name, out_dir, log=log, why="is refused")
             errors.append(str(exc))
             continue
+        pooled = pooled_settings(recs, list(spec.get("rows", [])) + list(spec.get("cols") or []))
+        if pooled and log is not None:
+            log(f"table '{name}': a row pools cells that differ in {', '.join(pooled)} (not only in seeds): add them "
+                "to its rows or cols to keep them apart")
         title = spec.get("title", name)
         md = f"## {title}\n\n{origin}\n\n" + (spec.get("caption", "") + "\n\n" if spec.get("caption") else "")
         md += markdown(table)
