@@ -5,7 +5,7 @@
 * A finished cell whose upstream ran again since (new DP draws) is stale and runs again; missing upstream artifacts
   (results folders are committed without them) are one line that says how to re-run the upstream; a synthesize
   cell that asks for another network than its pretrain checkpoint is refused, not silently given the checkpoint's;
-  one run at a time per results folder.
+  one run at a time per results folder; a cell whose preset now resolves to another configuration is stale.
 """
 from __future__ import annotations
 
@@ -133,3 +133,25 @@ def test_a_second_run_on_the_same_results_folder_is_refused(tmp_path, fake_kinds
             run(suite, LazyExecutor("local", 1, None), progress=False, log=lambda _: None)
         assert not list(suite.cells_dir.iterdir())
     assert run(suite, LazyExecutor("local", 1, None), progress=False, log=lambda _: None).ran == 6  # released
+
+
+def test_a_cell_made_under_another_preset_is_stale(tmp_path):
+    """A cell is keyed by its suite parameters, so a preset that now expands to another configuration left old cells
+    counted as finished; the record's fingerprint of the resolved configuration catches it."""
+    from privsynth.evaluation import cells
+    from privsynth.evaluation.bench.execute import _stale
+    from privsynth.evaluation.bench.records import CellRecord, write_json
+    from privsynth.evaluation.bench.suite import Cell
+
+    params = {"synthesizer": "privorl_n", "config": {"preset": "tiny"}, "seed": 0}
+    cell = Cell(kind="pretrain", params=params, stage="pretrain", id="pretrain-x")
+    now = cells.config_fingerprint("pretrain", params)
+    assert now and now == cells.config_fingerprint("pretrain", {**params, "seed": 3})  # seeds are not configuration
+    assert now != cells.config_fingerprint("pretrain", {**params, "config": {"preset": "tiny",
+                                                                             "pretrain": {"epochs": 99.0}}})
+    assert cells.config_fingerprint("agent", params) is None
+    for stored, stale in ((now, False), ("0123456789abcdef", True), (None, False)):
+        rec = CellRecord(id=cell.id, kind="pretrain", stage="pretrain", params=params,
+                         extra={"config_fingerprint": stored} if stored else {})
+        write_json(tmp_path / f"{cell.id}.json", rec.to_json())
+        assert _stale(cell, tmp_path, {}) is stale

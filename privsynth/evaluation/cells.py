@@ -28,6 +28,8 @@ helpers they share (config overrides, upstream model and data lookup); each kind
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import resource
 import time
 from typing import Any
@@ -89,6 +91,19 @@ def _split_config(spec: dict[str, Any] | None, name: str) -> tuple[str, dict[str
         if key in own:
             nested = deep_merge(nested, value)
     return str(preset), deep_merge(spec, nested)
+
+
+def config_fingerprint(kind: str, params: dict[str, Any]) -> str | None:
+    """A short hash of the configuration a PrivORL-n ``pretrain`` or ``synthesize`` cell resolves to, its preset
+    expanded (seed left out). A cell is keyed by its suite parameters, so without this a cell made before a preset
+    changed would still count as finished; the runner stores the fingerprint and re-runs a cell whose fingerprint no
+    longer matches. None for other kinds and synthesizers (their records are taken as they are)."""
+    if kind not in ("pretrain", "synthesize") or params.get("synthesizer", "privorl_n") not in ("privorl_n",
+                                                                                               "privorl-n"):
+        return None
+    resolved = dataclasses.asdict(synth_config(params.get("config"), 0))
+    resolved.pop("seed", None)
+    return hashlib.sha256(json.dumps(resolved, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _check_fixed_sections(config: Any, asked: dict[str, Any], cell_id: str) -> None:

@@ -40,12 +40,15 @@ class CellJob:
     upstream_record: CellRecord | None
     datasets: dict[str, dict[str, Any]]  # every dataset spec of the suite
     suite_dir: str
+    fingerprint: str | None = None  # the resolved configuration (:func:`_fingerprint`), stored in the record
 
     def context(self) -> CellContext:
         return CellContext(Path(self.suite_dir), self.id, self.datasets, self.upstream_record)
 
     def record(self, *, status: str, result: dict[str, Any] | None, error: str | None, seconds: float) -> CellRecord:
         extra = {"upstream_finished_at": self.upstream_record.finished_at} if self.upstream_record else {}
+        if self.fingerprint:
+            extra["config_fingerprint"] = self.fingerprint
         return CellRecord(id=self.id, kind=self.kind, stage=self.stage, params=self.params, upstream=self.upstream,
                           status=status, error=error, result=result, seconds=round(seconds, 3),
                           finished_at=time.strftime("%Y-%m-%dT%H:%M:%S"), extra=extra)
@@ -194,7 +197,8 @@ def _run_locked(suite: Suite, pool: LazyExecutor, only: set[str] | None, dry_run
         done = len(cells) - len(todo)
         if stale:
             log(f"[{suite.name}] stage {stage.name}: {len(stale)} finished cells are stale (their upstream cell ran "
-                "again since, with new DP draws): they run again")
+                "again since, with new DP draws, or their preset resolves to another configuration now): they run "
+                "again")
         left_out = only is not None and stage.name not in only and stage.kind not in only
         if left_out:
             todo = []
@@ -220,14 +224,32 @@ def _run_locked(suite: Suite, pool: LazyExecutor, only: set[str] | None, dry_run
 
 
 def _stale(cell: Cell, cells_dir: Path, upstreams: dict[str, CellRecord]) -> bool:
-    """A finished cell whose upstream record is not the one it was computed from (the upstream ran again: a DP
-    fine-tune draws new noise, so its release and everything computed from it changed). Records written before
-    this stamp existed carry none and are taken as they are."""
+    """A finished cell made from something that has changed since: its upstream record is not the one it was
+    computed from (the upstream ran again: a DP fine-tune draws new noise, so its release and everything computed
+    from it changed), or its configuration resolves differently now (a preset changed). Records written before
+    these stamps existed carry none and are taken as they are."""
     path = cells_dir / f"{cell.id}.json"
-    if not cell.upstream or cell.upstream not in upstreams or not path.exists():
+    if not path.exists():
         return False
-    stamp = read_record(path).extra.get("upstream_finished_at")
+    extra = read_record(path).extra
+    fingerprint = extra.get("config_fingerprint")
+    if fingerprint is not None and fingerprint != _fingerprint(cell):
+        return True
+    if not cell.upstream or cell.upstream not in upstreams:
+        return False
+    stamp = extra.get("upstream_finished_at")
     return stamp is not None and stamp != upstreams[cell.upstream].finished_at
+
+
+def _fingerprint(cell: Cell) -> str | None:
+    """The built-in cells' :func:`~privsynth.evaluation.cells.config_fingerprint` of a cell (None for other kinds)."""
+    import importlib
+
+    fn = getattr(importlib.import_module("privsynth.evaluation.cells"), "config_fingerprint", None)
+    try:
+        return fn(cell.kind, cell.params) if fn is not None else None
+    except InvalidData:  # a bad setting fails that cell alone, when it runs, in one line
+        return None
 
 
 def _joins(batch: list[Stage], stage: Stage) -> bool:
@@ -248,7 +270,7 @@ def _run_stages(suite: Suite, todo_by_stage: list[tuple[Stage, list[Cell]]], fin
     by_id = {r.id: r for recs in finished.values() for r in recs}
     jobs = [CellJob(id=c.id, kind=c.kind, stage=c.stage, params=c.params, upstream=c.upstream,
                     upstream_record=by_id.get(c.upstream) if c.upstream else None, datasets=suite.datasets,
-                    suite_dir=str(suite.out)) for _, todo in todo_by_stage for c in todo]
+                    suite_dir=str(suite.out), fingerprint=_fingerprint(c)) for _, todo in todo_by_stage for c in todo]
     stage = todo_by_stage[0][0]  # the stages share kind, grouping and CPUs (_joins)
     names = " + ".join(st.name for st, _ in todo_by_stage)
     groups = group_jobs(jobs, stage, pool.workers, params_of=lambda j: j.params)
