@@ -184,3 +184,24 @@ def test_laplace_variant_is_pure_epsilon():
     assert res.ledger.events[0].mechanism == "laplace"
     assert res.epsilon == pytest.approx(independent_epsilon(res.ledger), rel=1e-6)
     assert res.epsilon <= 3.0 * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("name", methods.names())
+def test_delta_at_or_above_one_over_n_is_refused(name):
+    """δ ≥ 1/N allows publishing one unit's data; dp-apvi and dp-vapvi accepted δ = 0.5."""
+    data = _example(name)
+    with pytest.raises(PrivsynthError, match="delta") as err:
+        _make(name, delta=0.5).run(data)
+    assert "\n" not in str(err.value)
+
+
+def test_a_methods_dp_dataset_carries_the_sensitive_sets_environment_facts():
+    """A release keeps the environment facts of the data it stands for (invariant 8): dp-apvi's and kickstart's DP
+    datasets dropped the reference scores."""
+    import dataclasses
+
+    data = _example("dp-apvi")
+    data = dataclasses.replace(data, info=dataclasses.replace(data.info, ref_min_score=-3.0, ref_max_score=7.0))
+    res = _make("dp-apvi").run(data)
+    assert (res.dataset.info.ref_min_score, res.dataset.info.ref_max_score) == (-3.0, 7.0)
+    assert res.dataset.info.privacy_card["epsilon"] == pytest.approx(res.epsilon, rel=1e-6)

@@ -136,3 +136,29 @@ def test_white_box_audit_reaches_every_synthesizer(name, fitted):
     assert set(result["attacks"]) == expected
     for att in result["attacks"].values():
         assert 0.0 <= att["auc"] <= 1.0 and att["n_members"] > 0 and att["n_non_members"] > 0
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_requests_are_checked_before_any_training(name, monkeypatch):
+    """Public data holding the sensitive rows, a bad budget, δ ≥ 1/N or an id instead of a dataset is refused in one
+    line before pre-training (it used to pre-train on sensitive rows passed as public and card them at ε = 5)."""
+    if registry.entry(name).extra == "pgm" and importlib.util.find_spec("mbi") is None:
+        with pytest.raises(InvalidData, match="privsynth\\[pgm\\]"):  # refused at make, before any data is read
+            registry.make(name, preset="tiny")
+        return
+    pub, sens = _data(name)
+    synth = registry.make(name, preset="tiny")
+    unit = "trajectory" if registry.entry(name).episodes else "transition"
+    n_units = sens.n_episodes if unit == "trajectory" else sens.n_transitions
+    monkeypatch.setattr(registry, "pretrain", lambda *a, **k: pytest.fail("pre-trained before the checks"))
+    base = dict(public=pub, epsilon=EPS, delta=DELTA, unit=unit)
+    for bad, words in [(dict(public=sens.mark_sensitive(False)), "shares"), (dict(public=[pub, sens]), "sensitive"),
+                       (dict(epsilon=0.0), "epsilon"), (dict(delta=1.0 / n_units), "delta"),
+                       (dict(public="privsynth/pub-v0"), "public must be")]:
+        with pytest.raises(PrivsynthError, match=words) as err:
+            registry.fit(synth, sens, **{**base, **bad})
+        assert "\n" not in str(err.value)
+    with pytest.raises(InvalidData, match="sensitive must be an OfflineDataset"):
+        registry.fit(synth, "privsynth/sens-v0", **base)
+    with pytest.raises(InvalidData, match="no weights yet|not been fitted"):
+        registry.sample(synth, n_transitions=5)  # sampling before fitting is one line too

@@ -187,6 +187,20 @@ class OfflineDataset:
                 f"obs/action dims {self.obs_dim}/{self.act_dim} vs {other.obs_dim}/{other.act_dim}"
             )
 
+    def check_public_for(self, sensitive: "OfflineDataset") -> None:
+        """Refuse this dataset as public data for ``sensitive``: marked sensitive, other spaces, or sharing any
+        transition with it (pre-training and normalisers read public data unaccounted). The refusal goes to the data
+        holder, before anything is trained (docs/privacy.md)."""
+        if self.info.sensitive:
+            raise InvalidData(f"dataset '{self.info.name}' is marked sensitive and cannot be used as public data")
+        self.check_compatible(sensitive)
+        shared = self.shared_transitions(sensitive)
+        if shared:
+            raise InvalidData(
+                f"public dataset '{self.info.name}' shares {shared} transitions with the sensitive dataset "
+                f"'{sensitive.info.name}'; public data must not contain sensitive records"
+            )
+
     def shared_transitions(self, other: "OfflineDataset") -> int:
         """How many of this dataset's transitions (exact rows s, a, r, s', terminal) also occur in ``other``."""
         if self.transition_dim != other.transition_dim:

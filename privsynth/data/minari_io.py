@@ -623,15 +623,7 @@ def load_public_and_sensitive(
         if resolve_id(pid) == sensitive_full:
             raise InvalidData(f"dataset '{sensitive_full}' cannot be both public and sensitive")
         pub = load_dataset(pid)
-        if pub.info.sensitive:
-            raise InvalidData(f"dataset '{resolve_id(pid)}' is marked sensitive and cannot be used as public data")
-        pub.check_compatible(sensitive)
-        shared = pub.shared_transitions(sensitive)
-        if shared:
-            raise InvalidData(
-                f"public dataset '{resolve_id(pid)}' shares {shared} transitions with the sensitive dataset "
-                f"'{sensitive_full}'; public data must not contain sensitive records"
-            )
+        pub.check_public_for(sensitive)
         publics.append(pub)
     if not publics:
         return None, sensitive

@@ -80,6 +80,7 @@ class MethodAdapter:
             raise InvalidData(f"{self.name} takes a {self.config_class.__name__}, got {type(cfg).__name__}")
         require_sensitive(sensitive, self.name)
         check_budget_request(cfg.epsilon, cfg.delta, self.name)
+        check_delta_for_unit(cfg.delta, sensitive, self.name)
         return self._run(sensitive, cfg)
 
     def _run(self, sensitive: OfflineDataset, cfg: Any) -> MethodResult:
@@ -96,6 +97,18 @@ def require_sensitive(sensitive: Any, method: str) -> OfflineDataset:
     if len(sensitive) == 0:
         raise InvalidData(f"{method}: dataset '{sensitive.info.name}' is empty")
     return sensitive
+
+
+def check_delta_for_unit(delta: float, sensitive: OfflineDataset, method: str) -> None:
+    """δ below 1/N for the N privacy units of the method's registered unit (trajectories or transitions; an
+    expert-level method checks its number of experts itself): δ ≥ 1/N allows publishing one unit's data."""
+    from privsynth.methods.registry import REGISTRY
+
+    unit = REGISTRY[method].unit if method in REGISTRY else None
+    n = sensitive.n_episodes if unit == "trajectory" else len(sensitive) if unit == "transition" else None
+    if n and delta >= 1.0 / n:
+        raise PrivacyError(f"{method}: delta must be below 1/N = {1.0 / n:.3g} for the N = {n} privacy units "
+                           f"({unit}s) of '{sensitive.info.name}', got {delta:g}")
 
 
 def check_budget_request(epsilon: float, delta: float, method: str) -> tuple[float, float]:

@@ -50,16 +50,9 @@ def check_release_request(
 
 
 def check_public(public: OfflineDataset, sensitive: OfflineDataset) -> None:
-    """Refuse public data that is sensitive, has other spaces, or shares any transition with ``sensitive``."""
-    if public.info.sensitive:
-        raise InvalidData(f"dataset '{public.info.name}' is marked sensitive and cannot be used as public data")
-    public.check_compatible(sensitive)
-    shared = public.shared_transitions(sensitive)
-    if shared:
-        raise InvalidData(
-            f"public dataset '{public.info.name}' shares {shared} transitions with the sensitive dataset "
-            f"'{sensitive.info.name}'; public data must not contain sensitive records"
-        )
+    """Refuse public data that is sensitive, has other spaces, or shares any transition with ``sensitive``
+    (:meth:`OfflineDataset.check_public_for`)."""
+    public.check_public_for(sensitive)
 
 
 def check_model_fits(synth: Any, sensitive: OfflineDataset) -> None:

@@ -101,6 +101,10 @@ def synthesize(
         sensitive_id=sensitive if isinstance(sensitive, str) else None,
         public_ids=[p for p in public_list if isinstance(p, str)],
     )
+    if synth == "privorl-n":
+        from privsynth.synth import registry
+
+        registry.check_unit("privorl-n", unit)  # before any pre-training
     if synth != "privorl-n":
         return _synthesize_registered(
             synth, sensitive, public_list, epsilon=epsilon, delta=delta, unit=unit, n=n, preset=preset, config=config,

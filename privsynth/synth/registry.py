@@ -153,8 +153,16 @@ def entry(name: str) -> Entry:
 
 def make(name: str, *, preset: str = "cpu", config: Any = None, **overrides: Any) -> Synthesizer:
     """A new synthesizer by name: from a preset (``cpu`` default, ``paper``, ``tiny``; ``demo`` for privorl-n), a
-    config object, and field overrides (a dict updates a nested section, e.g. ``finetune={"epochs": 50}``)."""
-    synth = entry(name).build(preset, config, overrides)
+    config object, and field overrides (a dict updates a nested section, e.g. ``finetune={"epochs": 50}``). A
+    synthesizer whose optional dependency is missing is refused here, before any data is read or model trained."""
+    e = entry(name)
+    if e.extra == "pgm":
+        import importlib.util
+
+        if importlib.util.find_spec("mbi") is None:
+            raise InvalidData("the PGM baseline needs the private-pgm package: pip install 'privsynth[pgm]' "
+                              "(installs mbi and jax)")
+    synth = e.build(preset, config, overrides)
     synth.registry_name = name  # type: ignore[attr-defined]
     return synth
 
@@ -252,9 +260,28 @@ def fit(
     progress: bool = False,
 ) -> Synthesizer:
     """Pre-train on ``public`` (skipped when ``None``: the synthesizer must already be pre-trained or loaded), then
-    DP fine-tune on ``sensitive`` at (ε, δ) and ``unit``; the spent budget lands on ``synth.ledger``."""
+    DP fine-tune on ``sensitive`` at (ε, δ) and ``unit``; the spent budget lands on ``synth.ledger``.
+
+    Checked before any training: the unit, ε and δ (δ < 1/N at the unit), datasets rather than ids, and public data
+    that is not the sensitive data (marked sensitive, other spaces, or sharing any transition with it: pre-training
+    reads public data unaccounted). ``sensitive`` is marked sensitive."""
+    from privsynth.privacy.accounting import check_delta, check_epsilon
+
     check_unit(name_of(synth), unit)
+    if not isinstance(sensitive, OfflineDataset):
+        raise InvalidData(f"sensitive must be an OfflineDataset, not {type(sensitive).__name__} (load a stored id "
+                          "with privsynth.data.minari_io.load_dataset)")
+    sensitive = sensitive.mark_sensitive(True)
+    check_epsilon(epsilon)
+    check_delta(delta, sensitive.n_transitions if unit == "transition" else sensitive.n_episodes)
     if public is not None:
+        pubs = [public] if isinstance(public, OfflineDataset) else list(public) \
+            if isinstance(public, (list, tuple)) else None
+        if pubs is None or not all(isinstance(p, OfflineDataset) for p in pubs):
+            raise InvalidData("public must be an OfflineDataset or a list of them (load stored ids with "
+                              "privsynth.data.minari_io.load_dataset)")
+        for pub in pubs:
+            pub.check_public_for(sensitive)
         pretrain(synth, public, progress=progress)
     _call(synth.finetune, sensitive, epsilon, delta, unit, progress=progress)
     return synth

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from privsynth.data.dataset import OfflineDataset
+from privsynth.data.dataset import OfflineDataset, environment_facts
 from privsynth.errors import InvalidData
 from privsynth.methods.adapters.tabular_view import TabularPolicy, rho_for_budget, trajectories_view
 from privsynth.methods.dp_apvi import APVIConfig, plan_on_release, release_counts_sensitive
@@ -84,6 +84,8 @@ class DPAPVIMethod(MethodAdapter):
             syn = release.sample(cfg.n_synthetic, np.random.default_rng([cfg.seed, 3]))
             dataset = syn.to_offline_dataset(name="dp-apvi-synthetic", privacy_card=ledger.card(),
                                              extra={"algorithm": "dp-apvi-counts", "mdp": {"name": mdp.name, **mdp.meta}})
+            # the sensitive set's environment facts (spec, reference scores: public), as every release carries
+            dataset.info = dataclasses.replace(dataset.info, **environment_facts(sensitive.info))
         v_star = mdp.optimal()[0]
         metrics = {"gap": mdp.gap(result.policy), "value": mdp.policy_value(result.policy), "v_star": v_star,
                    "noise_scale": release.noise_scale, "threshold_E": release.threshold}

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from privsynth.data.dataset import DatasetInfo, OfflineDataset
+from privsynth.data.dataset import OfflineDataset, environment_facts
 from privsynth.errors import InvalidData
 from privsynth.methods.kickstart.dirichlet import lipschitz_upper_bound
 from privsynth.methods.kickstart.experiments import CONFIGS, SuiteConfig, build_teacher, make_env
@@ -105,8 +105,9 @@ class KickstartMethod(MethodAdapter):
         synths.fit(synth, sensitive, public=public, epsilon=cfg.epsilon, delta=cfg.delta, unit="transition")
         ledger = synth.ledger
         synthetic = synths.sample(synth, n_transitions=cfg.n_synthetic, seed=cfg.seed)
-        synthetic.info = DatasetInfo(name=f"kickstart-{cfg.synthesizer}-synthetic", env_id=env_id,
-                                     privacy_card=ledger.card())
+        # the sensitive set's environment facts (spec, reference scores: public) and the synthesizer's card
+        synthetic.info = dataclasses.replace(synthetic.info, name=f"kickstart-{cfg.synthesizer}-synthetic",
+                                             **{**environment_facts(sensitive.info), "env_id": env_id})
         net = train_bc_teacher(synthetic, n_actions, BCConfig(hidden=cfg.kick.teacher_hidden, epochs=cfg.bc_epochs,
                                                               seed=cfg.seed))
         kick = dataclasses.replace(cfg.kick, env_id=env_id, noise_seed=cfg.noise_seed)

@@ -409,7 +409,8 @@ class TrajectorySynthesizer(NetworkSynthesizer):
         """Generate and stitch ``n`` trajectories from the released (EMA) weights; rows in raw units."""
         if n < 1:
             raise InvalidData(f"number of trajectories must be positive, got {n}")
-        assert self.obs_dim is not None and self.act_dim is not None
+        if self.obs_dim is None or self.act_dim is None:
+            raise InvalidData("the synthesizer has no weights yet: pre-train, fine-tune or load it first")
         sc, h, d = self.config.sampler, self.config.horizon, self.data_dim
         model = self.released.eval()
         gen = torch.Generator().manual_seed(self.config.seed if seed is None else seed)
