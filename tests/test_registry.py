@@ -162,3 +162,15 @@ def test_requests_are_checked_before_any_training(name, monkeypatch):
         registry.fit(synth, "privsynth/sens-v0", **base)
     with pytest.raises(InvalidData, match="no weights yet|not been fitted"):
         registry.sample(synth, n_transitions=5)  # sampling before fitting is one line too
+
+
+@pytest.mark.parametrize("name", _params())
+def test_a_second_fit_is_refused_for_every_name(name, fitted):
+    """privorl-n and privorl-j composed a second fit past the epsilon asked (5 + 5 -> 5.9); the baselines refused."""
+    pub, sens = _data(name)
+    synth = fitted(name)
+    before = synth.ledger.epsilon()
+    with pytest.raises(PrivsynthError, match="already been fitted"):
+        registry.fit(synth, sens, public=None, epsilon=EPS, delta=DELTA,
+                     unit="trajectory" if registry.entry(name).episodes else "transition")
+    assert synth.ledger.epsilon() == before

@@ -272,6 +272,13 @@ def fit(
         raise InvalidData(f"sensitive must be an OfflineDataset, not {type(sensitive).__name__} (load a stored id "
                           "with privsynth.data.minari_io.load_dataset)")
     sensitive = sensitive.mark_sensitive(True)
+    spent = getattr(synth, "ledger", None)
+    if spent is not None and getattr(spent, "events", None):  # as the baselines always refused
+        from privsynth.errors import PrivacyError
+
+        raise PrivacyError(f"{name_of(synth)} has already been fitted on sensitive data (its ledger spends epsilon "
+                           f"{spent.epsilon():.4g}); a second fit would compose with it past the epsilon asked: make a "
+                           "new synthesizer")
     check_epsilon(epsilon)
     check_delta(delta, sensitive.n_transitions if unit == "transition" else sensitive.n_episodes)
     if public is not None:
