@@ -174,3 +174,11 @@ def test_a_second_fit_is_refused_for_every_name(name, fitted):
         registry.fit(synth, sens, public=None, epsilon=EPS, delta=DELTA,
                      unit="trajectory" if registry.entry(name).episodes else "transition")
     assert synth.ledger.epsilon() == before
+
+
+def test_an_unregistered_object_is_named_as_such_not_taken_for_privorl_n():
+    class Stranger:
+        name = "my-synth"
+
+    with pytest.raises(InvalidData, match="not a registered synthesizer"):
+        registry.name_of(Stranger())

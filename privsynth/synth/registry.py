@@ -179,7 +179,8 @@ def name_of(synth: Synthesizer) -> str:
     base = getattr(synth, "name", "")
     if base in REGISTRY:
         return base
-    return "privorl-n"
+    raise InvalidData(f"{type(synth).__name__} is not a registered synthesizer (known: {', '.join(names())}): make "
+                      "it with privsynth.synth.registry.make, or register it")
 
 
 def load(path: str | Path) -> Synthesizer:
