@@ -71,8 +71,9 @@ class MethodAdapter:
     name: ClassVar[str] = ""
     config_class: ClassVar[type] = object
 
-    def __init__(self, config: Any = None) -> None:
+    def __init__(self, config: Any = None, *, unit: str | None = None) -> None:
         self.config = config if config is not None else self.config_class()
+        self.unit = unit  # the registered privacy unit (methods.make sets it): δ < 1/N is checked at the door
 
     def run(self, sensitive: OfflineDataset, config: Any = None) -> MethodResult:
         cfg = self.config if config is None else config
@@ -80,7 +81,7 @@ class MethodAdapter:
             raise InvalidData(f"{self.name} takes a {self.config_class.__name__}, got {type(cfg).__name__}")
         require_sensitive(sensitive, self.name)
         check_budget_request(cfg.epsilon, cfg.delta, self.name)
-        check_delta_for_unit(cfg.delta, sensitive, self.name)
+        check_delta_for_unit(cfg.delta, sensitive, self.name, self.unit)
         return self._run(sensitive, cfg)
 
     def _run(self, sensitive: OfflineDataset, cfg: Any) -> MethodResult:
@@ -99,12 +100,9 @@ def require_sensitive(sensitive: Any, method: str) -> OfflineDataset:
     return sensitive
 
 
-def check_delta_for_unit(delta: float, sensitive: OfflineDataset, method: str) -> None:
+def check_delta_for_unit(delta: float, sensitive: OfflineDataset, method: str, unit: str | None) -> None:
     """δ below 1/N for the N privacy units of the method's registered unit (trajectories or transitions; an
     expert-level method checks its number of experts itself): δ ≥ 1/N allows publishing one unit's data."""
-    from privsynth.methods.registry import REGISTRY
-
-    unit = REGISTRY[method].unit if method in REGISTRY else None
     n = sensitive.n_episodes if unit == "trajectory" else len(sensitive) if unit == "transition" else None
     if n and delta >= 1.0 / n:
         raise PrivacyError(f"{method}: delta must be below 1/N = {1.0 / n:.3g} for the N = {n} privacy units "

@@ -100,7 +100,7 @@ def make(name: str, *, preset: str = "paper", config: Any = None, **overrides: A
             _override(config, _tuples(entry(name).tiny))
     elif not isinstance(config, cls.config_class):
         raise InvalidData(f"{name} takes a {cls.config_class.__name__}, got {type(config).__name__}")
-    return cls(_override(config, _tuples(overrides)))
+    return cls(_override(config, _tuples(overrides)), unit=entry(name).unit)
 
 
 def _tuples(overrides: dict[str, Any]) -> dict[str, Any]:

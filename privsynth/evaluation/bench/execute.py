@@ -46,12 +46,11 @@ class CellJob:
         return CellContext(Path(self.suite_dir), self.id, self.datasets, self.upstream_record)
 
     def record(self, *, status: str, result: dict[str, Any] | None, error: str | None, seconds: float) -> CellRecord:
-        extra = {"upstream_finished_at": self.upstream_record.finished_at} if self.upstream_record else {}
-        if self.fingerprint:
-            extra["config_fingerprint"] = self.fingerprint
         return CellRecord(id=self.id, kind=self.kind, stage=self.stage, params=self.params, upstream=self.upstream,
                           status=status, error=error, result=result, seconds=round(seconds, 3),
-                          finished_at=time.strftime("%Y-%m-%dT%H:%M:%S"), extra=extra)
+                          finished_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
+                          upstream_finished_at=self.upstream_record.finished_at if self.upstream_record else None,
+                          config_fingerprint=self.fingerprint)
 
 
 def execute_cell(job: CellJob) -> CellRecord:
@@ -231,14 +230,12 @@ def _stale(cell: Cell, cells_dir: Path, upstreams: dict[str, CellRecord]) -> boo
     path = cells_dir / f"{cell.id}.json"
     if not path.exists():
         return False
-    extra = read_record(path).extra
-    fingerprint = extra.get("config_fingerprint")
-    if fingerprint is not None and fingerprint != _fingerprint(cell):
+    rec = read_record(path)
+    if rec.config_fingerprint is not None and rec.config_fingerprint != _fingerprint(cell):
         return True
     if not cell.upstream or cell.upstream not in upstreams:
         return False
-    stamp = extra.get("upstream_finished_at")
-    return stamp is not None and stamp != upstreams[cell.upstream].finished_at
+    return rec.upstream_finished_at is not None and rec.upstream_finished_at != upstreams[cell.upstream].finished_at
 
 
 def _fingerprint(cell: Cell) -> str | None:

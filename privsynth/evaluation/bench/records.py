@@ -37,6 +37,9 @@ class _FieldView(Mapping):
         return len(self._names())
 
 
+_OPTIONAL = ("upstream_finished_at", "config_fingerprint")
+
+
 @dataclass
 class CellRecord(_FieldView):
     """One cell's outcome: what it was (kind, stage, params, upstream id) and what it gave (result or error)."""
@@ -51,6 +54,9 @@ class CellRecord(_FieldView):
     result: dict[str, Any] | None = None  # what the cell function returned
     seconds: float = 0.0  # wall time (a grouped cell: its share of the group's job)
     finished_at: str = ""
+    # what the cell was made from (records since 2026-11-28; older ones have neither and are written without them):
+    upstream_finished_at: str | None = None  # the upstream record's finished_at when this cell ran
+    config_fingerprint: str | None = None  # the configuration a PrivORL-n pretrain/synthesize cell resolved to
     extra: dict[str, Any] = field(default_factory=dict)  # keys of records written by other versions
 
     @property
@@ -62,8 +68,9 @@ class CellRecord(_FieldView):
         return (self.error or "").splitlines()[0] if self.error else ""
 
     def to_json(self) -> dict[str, Any]:
-        """The stored layout (key order as written since the first benchmark results)."""
-        out = {name: getattr(self, name) for name in self._names()}
+        """The stored layout (key order as written since the first benchmark results; the stamps only when set)."""
+        out = {name: getattr(self, name) for name in self._names()
+               if not (name in _OPTIONAL and getattr(self, name) is None)}
         out.update(self.extra)
         return out
 
