@@ -155,3 +155,16 @@ def test_a_cell_made_under_another_preset_is_stale(tmp_path):
                          extra={"config_fingerprint": stored} if stored else {})
         write_json(tmp_path / f"{cell.id}.json", rec.to_json())
         assert _stale(cell, tmp_path, {}) is stale
+
+
+def test_a_dry_run_counts_a_stale_cell_once(tmp_path, fake_kinds):
+    suite = _suite(tmp_path, second_needs_first=True)  # train_real needs train: a stale train cell must plan once
+    quiet = dict(progress=False, log=lambda _: None)
+    run(suite, LazyExecutor("local", 1, None), **quiet)
+    up = sorted(suite.cells_dir.glob("fake_up-*.json"))[0]
+    rec = json.loads(up.read_text())
+    rec["finished_at"] = "2000-01-01T00:00:00"
+    up.write_text(json.dumps(rec))
+    logs: list[str] = []
+    run(suite, LazyExecutor("local", 1, None), dry_run=True, progress=False, log=logs.append)
+    assert any("dry run: 2 cells would run" in line for line in logs)  # the stale train cell and its train_real

@@ -179,8 +179,10 @@ def _run_locked(suite: Suite, pool: LazyExecutor, only: set[str] | None, dry_run
             _run_stages(suite, todo_by_stage, finished, pool, summary, progress, log)
         for st, cells, todo in batch:
             finished[st.name] = _adopt_finished(cells, st.name, cells_dir, write=not dry_run)
-            if dry_run:  # what this run would produce, so downstream stages plan against it
+            if dry_run:  # what this run would produce, so downstream stages plan against it (stale cells: once)
                 would_run += len(todo)
+                rerun = {c.id for c in todo}
+                finished[st.name] = [r for r in finished[st.name] if r.id not in rerun]
                 finished[st.name] += [CellRecord(id=c.id, kind=c.kind, stage=c.stage, params=c.params,
                                                  upstream=c.upstream, status="planned") for c in todo]
         batch.clear()
