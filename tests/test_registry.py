@@ -182,3 +182,11 @@ def test_an_unregistered_object_is_named_as_such_not_taken_for_privorl_n():
 
     with pytest.raises(InvalidData, match="not a registered synthesizer"):
         registry.name_of(Stranger())
+
+
+def test_the_unit_defaults_to_the_synthesizers_own_so_names_swap_alone():
+    """Python defaulted to unit="transition" (the CLI infers it): swapping privsyn for privorl-j also needed a unit."""
+    name = next(n for n in registry.names() if registry.entry(n).episodes)
+    pub, sens = _data(name)
+    synth = registry.fit(registry.make(name, preset="tiny"), sens, public=pub, epsilon=EPS, delta=DELTA)
+    assert synth.ledger.unit == registry.entry(name).units[0] == "trajectory"

@@ -50,7 +50,7 @@ def synthesize(
     epsilon: float,
     delta: float,
     public: Sequence[OfflineDataset | str] | OfflineDataset | str | None = None,
-    unit: Unit = "transition",
+    unit: Unit | None = None,
     n: int = 100_000,
     synth: str = "privorl-n",
     preset: str | None = None,
@@ -72,6 +72,8 @@ def synthesize(
     * ``synth``: a name from :func:`privsynth.synth.registry.names` (default ``privorl-n``); ``preset`` picks its
       preset (``cpu``, ``paper``, ``tiny``; privorl-n defaults to ``demo`` when neither preset nor config is given)
       and ``config`` passes a config object of that synthesizer. The options below marked PrivORL-n exist for it only.
+    * ``unit``: the privacy unit; default the synthesizer's first (``transition`` for privorl-n and the baselines,
+      ``trajectory`` for the trajectory synthesizers), as ``privsynth synthesize`` infers it.
 
     * ``pretrained`` (PrivORL-n): a shipped name (``"pointmaze-umaze"``), a checkpoint path or a synthesizer; skips pre-training
       and reuses its public normaliser.
@@ -101,9 +103,11 @@ def synthesize(
         sensitive_id=sensitive if isinstance(sensitive, str) else None,
         public_ids=[p for p in public_list if isinstance(p, str)],
     )
-    if synth == "privorl-n":
-        from privsynth.synth import registry
+    from privsynth.synth import registry
 
+    if unit is None:
+        unit = registry.entry(synth).units[0]  # an unknown name fails here, before any data is read
+    if synth == "privorl-n":
         registry.check_unit("privorl-n", unit)  # before any pre-training
     if synth != "privorl-n":
         return _synthesize_registered(

@@ -257,17 +257,19 @@ def fit(
     public: OfflineDataset | Sequence[OfflineDataset] | None = None,
     epsilon: float,
     delta: float,
-    unit: str = "transition",
+    unit: str | None = None,
     progress: bool = False,
 ) -> Synthesizer:
     """Pre-train on ``public`` (skipped when ``None``: the synthesizer must already be pre-trained or loaded), then
-    DP fine-tune on ``sensitive`` at (ε, δ) and ``unit``; the spent budget lands on ``synth.ledger``.
+    DP fine-tune on ``sensitive`` at (ε, δ) and ``unit`` (default: the synthesizer's first unit, so swapping names
+    needs no other change); the spent budget lands on ``synth.ledger``.
 
     Checked before any training: the unit, ε and δ (δ < 1/N at the unit), datasets rather than ids, and public data
     that is not the sensitive data (marked sensitive, other spaces, or sharing any transition with it: pre-training
     reads public data unaccounted). ``sensitive`` is marked sensitive."""
     from privsynth.privacy.accounting import check_delta, check_epsilon
 
+    unit = unit or entry(name_of(synth)).units[0]
     check_unit(name_of(synth), unit)
     if not isinstance(sensitive, OfflineDataset):
         raise InvalidData(f"sensitive must be an OfflineDataset, not {type(sensitive).__name__} (load a stored id "
