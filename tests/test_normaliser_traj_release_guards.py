@@ -37,12 +37,18 @@ def _traj_synth() -> TrajectorySynthesizer:
     return TrajectorySynthesizer(cfg)
 
 
-def test_traj_dp_normaliser_refit_after_the_ledger_exists_is_charged():
+def _traj_fine_tuned() -> tuple:
+    """A PrivORL-j synthesizer with a DP normaliser (ε 1) and a DP fine-tune (ε 3): its ledger is open."""
     torch.manual_seed(0)
     sens = _traj_sens()
     synth = _traj_synth()
     synth.fit_dp_normalizer(sens, low=-10, high=10, epsilon=1.0, delta=1e-3, unit="trajectory", accountant="rdp")
     synth.finetune(sens, 3.0, 1e-3, "trajectory", progress=False)
+    return sens, synth
+
+
+def test_traj_dp_normaliser_refit_after_the_ledger_exists_is_charged():
+    sens, synth = _traj_fine_tuned()
     before = synth.ledger.epsilon()
     assert len(synth.ledger.events) == 2
     # refit on the sensitive data with a large budget, then sample: the release depends on the new statistics
@@ -57,11 +63,7 @@ def test_traj_dp_normaliser_refit_after_the_ledger_exists_is_charged():
 
 
 def test_traj_dp_normaliser_refused_by_the_ledger_leaves_the_old_normaliser():
-    torch.manual_seed(0)
-    sens = _traj_sens()
-    synth = _traj_synth()
-    synth.fit_dp_normalizer(sens, low=-10, high=10, epsilon=1.0, delta=1e-3, unit="trajectory", accountant="rdp")
-    synth.finetune(sens, 3.0, 1e-3, "trajectory", progress=False)
+    sens, synth = _traj_fine_tuned()
     kept = synth.normalizer
     with pytest.raises(PrivacyError):  # a transition-unit event cannot enter a trajectory ledger
         synth.fit_dp_normalizer(sens, low=-10, high=10, epsilon=1.0, delta=1e-3, unit="transition")

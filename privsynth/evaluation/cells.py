@@ -27,6 +27,7 @@ helpers they share (config overrides, upstream model and data lookup); each kind
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -110,8 +111,6 @@ def _check_fixed_sections(config: Any, asked: dict[str, Any], cell_id: str) -> N
     """A synthesize cell after a pretrain cell cannot change what the checkpoint fixed (network, EDM, pre-training,
     next-state layout): a setting there that differs from the checkpoint's is refused, never silently ignored (the
     same setting as the checkpoint's, e.g. from the suite's defaults, is fine)."""
-    import copy
-
     from privsynth.config_io import override
 
     if not asked:

@@ -105,10 +105,8 @@ def synthesize(
     )
     from privsynth.synth import registry
 
-    if unit is None:
-        unit = registry.entry(synth).units[0]  # an unknown name fails here, before any data is read
-    if synth == "privorl-n":
-        registry.check_unit("privorl-n", unit)  # before any pre-training
+    unit = unit or registry.entry(synth).units[0]  # an unknown name fails here, before any data is read
+    registry.check_unit(synth, unit)
     if synth != "privorl-n":
         return _synthesize_registered(
             synth, sensitive, public_list, epsilon=epsilon, delta=delta, unit=unit, n=n, preset=preset, config=config,
@@ -119,8 +117,6 @@ def synthesize(
                          "obs_bounds": obs_bounds is not None, "reward_bounds": reward_bounds is not None},
         )
     if config is None and preset is not None:
-        from privsynth.synth import registry
-
         config = registry.make("privorl-n", preset=preset).config
     wd = Path(workdir) if workdir else None
     seconds: dict[str, float] = {}
@@ -241,12 +237,9 @@ def _synthesize_registered(
     from privsynth.privacy.accounting import check_delta
     from privsynth.synth import registry
 
-    entry = registry.entry(name)  # an unknown name fails here, before any data is read
     given = [k for k, v in unsupported.items() if v]
     if given:
         raise InvalidData(f"{', '.join(given)} is available for privorl-n only, not for {name}")
-    if unit not in entry.units:
-        raise InvalidData(f"{name} protects {' or '.join(entry.units)}, not '{unit}'")
     if not public_list:
         raise InvalidData(f"{name} needs public data (pre-training, bins, normaliser): pass public datasets")
     synth = registry.make(name, preset=preset or "cpu", config=config)  # bad presets/settings: before the data
@@ -256,9 +249,7 @@ def _synthesize_registered(
 
     check_env_spaces(sens.info, sens.obs_dim, sens.act_dim)
     _check_postprocess(sens.info, postprocess)
-    pubs = [as_dataset(p) for p in public_list]
-    for pub in pubs:
-        check_public(pub, sens)
+    pubs = [as_dataset(p) for p in public_list]  # registry.fit refuses public data holding sensitive rows
     record_dp_request(synth.config, epsilon, delta, unit)
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()

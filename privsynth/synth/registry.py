@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from privsynth.data.dataset import OfflineDataset
-from privsynth.errors import InvalidData
+from privsynth.errors import InvalidData, PrivacyError
 from privsynth.config_io import override
 from privsynth.synth.base import Synthesizer
 
@@ -269,25 +269,23 @@ def fit(
     reads public data unaccounted). ``sensitive`` is marked sensitive."""
     from privsynth.privacy.accounting import check_delta, check_epsilon
 
-    unit = unit or entry(name_of(synth)).units[0]
-    check_unit(name_of(synth), unit)
+    name = name_of(synth)
+    unit = unit or entry(name).units[0]
+    check_unit(name, unit)
     if not isinstance(sensitive, OfflineDataset):
         raise InvalidData(f"sensitive must be an OfflineDataset, not {type(sensitive).__name__} (load a stored id "
                           "with privsynth.data.minari_io.load_dataset)")
     sensitive = sensitive.mark_sensitive(True)
     spent = getattr(synth, "ledger", None)
-    if spent is not None and getattr(spent, "events", None):  # as the baselines always refused
-        from privsynth.errors import PrivacyError
-
-        raise PrivacyError(f"{name_of(synth)} has already been fitted on sensitive data (its ledger spends epsilon "
+    if spent is not None and spent.events:  # as the baselines always refused
+        raise PrivacyError(f"{name} has already been fitted on sensitive data (its ledger spends epsilon "
                            f"{spent.epsilon():.4g}); a second fit would compose with it past the epsilon asked: make a "
                            "new synthesizer")
     check_epsilon(epsilon)
     check_delta(delta, sensitive.n_transitions if unit == "transition" else sensitive.n_episodes)
     if public is not None:
-        pubs = [public] if isinstance(public, OfflineDataset) else list(public) \
-            if isinstance(public, (list, tuple)) else None
-        if pubs is None or not all(isinstance(p, OfflineDataset) for p in pubs):
+        pubs = [public] if isinstance(public, OfflineDataset) else public
+        if not isinstance(pubs, (list, tuple)) or not all(isinstance(p, OfflineDataset) for p in pubs):
             raise InvalidData("public must be an OfflineDataset or a list of them (load stored ids with "
                               "privsynth.data.minari_io.load_dataset)")
         for pub in pubs:
