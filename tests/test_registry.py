@@ -190,3 +190,51 @@ def test_the_unit_defaults_to_the_synthesizers_own_so_names_swap_alone():
     pub, sens = _data(name)
     synth = registry.fit(registry.make(name, preset="tiny"), sens, public=pub, epsilon=EPS, delta=DELTA)
     assert synth.ledger.unit == registry.entry(name).units[0] == "trajectory"
+
+
+def test_builtin_format_tags_match_the_classes():
+    from privsynth.synth import transition
+    from privsynth.synth.trajectory import synthesizer as traj
+
+    assert registry.TRANSITION_FORMAT == transition.FORMAT and registry.TRAJECTORY_FORMAT == traj.FORMAT
+    for name in registry.names():
+        assert registry.entry(name).formats and registry.entry(name).loader is not None, name
+
+
+@pytest.fixture
+def my_privsyn():
+    """A synthesizer registered from outside the package: a renamed PrivSyn with its own checkpoint tag."""
+    from privsynth.synth.baselines.privsyn import PrivSynConfig, PrivSynSynthesizer
+
+    class MyPrivSyn(PrivSynSynthesizer):
+        name = "my-privsyn"
+
+    e = registry.Entry("my-privsyn", "a plug-in", ("transition",),
+                       lambda preset, config, overrides: MyPrivSyn(config or PrivSynConfig(gum_rounds=3, **overrides)),
+                       formats=("my-privsyn",), loader=MyPrivSyn.load)
+    registry.register(e)
+    yield MyPrivSyn
+    registry.unregister("my-privsyn")
+
+
+def test_a_registered_plugin_is_made_fitted_saved_and_loaded_through_the_registry(my_privsyn, tmp_path):
+    """registry.load knew only the built-in tags: a registered synthesizer's checkpoint was 'no known format tag'."""
+    pub, sens = _data("privsyn")
+    synth = registry.fit(registry.make("my-privsyn"), sens, public=pub, epsilon=EPS, delta=DELTA)
+    path = synth.save(tmp_path / "plugin.json")
+    back = registry.load(path)
+    assert type(back) is my_privsyn and registry.name_of(back) == "my-privsyn"
+    assert back.ledger.epsilon() == pytest.approx(synth.ledger.epsilon())
+    a, b = registry.sample(synth, n_transitions=20, seed=4), registry.sample(back, n_transitions=20, seed=4)
+    np.testing.assert_array_equal(a.observations, b.observations)
+
+
+def test_register_refuses_taken_names_and_half_loaders(my_privsyn):
+    with pytest.raises(InvalidData, match="already registered"):
+        registry.register(registry.entry("privsyn"))
+    with pytest.raises(InvalidData, match="both formats and a loader"):
+        registry.register(registry.Entry("half", "x", ("transition",), registry.entry("privsyn").build,
+                                         formats=("half",)))
+    with pytest.raises(InvalidData, match="units"):
+        registry.register(registry.Entry("bad-unit", "x", ("episode",), registry.entry("privsyn").build))
+    assert "half" not in registry.names() and "bad-unit" not in registry.names()

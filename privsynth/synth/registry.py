@@ -21,8 +21,9 @@ name               what                                                         
 ``prepategan``     PATE-GAN with a generator pre-trained on public data          transition
 =================  ============================================================  ========================
 
-A new synthesizer is registered with one :class:`Entry`; the conformance suite (``tests/test_registry.py``) and the
-neighbour test then run against it without further code.
+A new synthesizer is registered with one :class:`Entry` (:func:`register`; ``formats`` and ``loader`` let
+:func:`load` read its checkpoints); the conformance suite (``tests/test_registry.py``) and the neighbour test then run
+against the built-in entries without further code.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ from privsynth.errors import InvalidData, PrivacyError
 from privsynth.config_io import override
 from privsynth.synth.base import Synthesizer
 
-__all__ = ["Entry", "REGISTRY", "names", "entry", "make", "load", "check_unit", "pretrain", "fit", "sample", "name_of"]
+__all__ = ["Entry", "REGISTRY", "register", "unregister", "names", "entry", "make", "load", "check_unit", "pretrain", "fit", "sample", "name_of"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,10 @@ class Entry:
     build: Callable[[str, Any, dict[str, Any]], Synthesizer]  # (preset, config or None, overrides) -> synthesizer
     episodes: bool = False  # native output is whole episodes (trajectory synthesizers)
     extra: str | None = None  # optional dependency (pip extra) the synthesizer needs
+    # the checkpoint tags this entry reads (a torch checkpoint's "format", else its "synthesizer"; a JSON checkpoint's
+    # "synthesizer") and the function that reads them; :func:`load` dispatches on them
+    formats: tuple[str, ...] = ()
+    loader: Callable[[Path], Synthesizer] | None = None
 
 
 def _transition_tiny() -> Any:
@@ -104,6 +109,32 @@ _TINY_BASELINES: dict[str, dict[str, Any]] = {
 _TINY_BASELINES["prepategan"] = {**_TINY_BASELINES["pategan"], "pretrain_steps": 5}
 
 
+def _load_transition(path: Path) -> Synthesizer:
+    from privsynth.synth.transition import TransitionSynthesizer
+
+    return TransitionSynthesizer.load(path)
+
+
+def _load_trajectory(path: Path) -> Synthesizer:
+    from privsynth.synth.trajectory import TrajectorySynthesizer
+
+    return TrajectorySynthesizer.load(path)
+
+
+def _load_baseline(name: str) -> Callable[[Path], Synthesizer]:
+    def load(path: Path) -> Synthesizer:
+        from privsynth.synth.baselines import BASELINES
+
+        return BASELINES[name][0].load(path)
+    return load
+
+
+# the format tags of the built-in torch checkpoints (kept here as strings so the registry imports no torch module;
+# tests/test_registry.py checks they equal the classes' FORMAT constants)
+TRANSITION_FORMAT = "privsynth.transition-synth/1"
+TRAJECTORY_FORMAT = "privsynth.trajectory-synth/1"
+
+
 def _build_baseline(name: str) -> Callable[[str, Any, dict[str, Any]], Synthesizer]:
     def build(preset: str, config: Any, overrides: dict[str, Any]) -> Synthesizer:
         from privsynth.synth.baselines import BASELINES, make_baseline
@@ -123,21 +154,47 @@ REGISTRY: dict[str, Entry] = {
     e.name: e
     for e in (
         Entry("privorl-n", "EDM diffusion with a residual MLP over transitions (PrivORL-n)", ("transition", "trajectory"),
-              _build_transition),
+              _build_transition, formats=(TRANSITION_FORMAT,), loader=_load_transition),
+        # the three trajectory synthesizers share one checkpoint format; the config's backbone names which one it is
         Entry("privorl-j", "diffusion transformer over trajectory fragments, stitched (PrivORL-j)", ("trajectory",),
-              _build_trajectory("transformer"), episodes=True),
+              _build_trajectory("transformer"), episodes=True, formats=(TRAJECTORY_FORMAT,), loader=_load_trajectory),
         Entry("privorl-j-unet", "PrivORL-j with a temporal U-Net backbone", ("trajectory",), _build_trajectory("unet"),
-              episodes=True),
+              episodes=True, formats=(TRAJECTORY_FORMAT,), loader=_load_trajectory),
         Entry("dp-transformer", "autoregressive transformer over trajectory fragments", ("trajectory",),
-              _build_trajectory("dp-transformer"), episodes=True),
-        Entry("pgm", "MST selection + Private-PGM marginals", ("transition",), _build_baseline("pgm"), extra="pgm"),
+              _build_trajectory("dp-transformer"), episodes=True, formats=(TRAJECTORY_FORMAT,),
+              loader=_load_trajectory),
+        Entry("pgm", "MST selection + Private-PGM marginals", ("transition",), _build_baseline("pgm"), extra="pgm",
+              formats=("pgm",), loader=_load_baseline("pgm")),
         Entry("privsyn", "PrivSyn: DP marginals + gradually updated synthetic data", ("transition",),
-              _build_baseline("privsyn")),
-        Entry("pategan", "PATE-GAN: teacher-vote DP discriminator", ("transition",), _build_baseline("pategan")),
+              _build_baseline("privsyn"), formats=("privsyn",), loader=_load_baseline("privsyn")),
+        Entry("pategan", "PATE-GAN: teacher-vote DP discriminator", ("transition",), _build_baseline("pategan"),
+              formats=("pategan",), loader=_load_baseline("pategan")),
         Entry("prepategan", "PATE-GAN with a generator pre-trained on public data", ("transition",),
-              _build_baseline("prepategan")),
+              _build_baseline("prepategan"), formats=("prepategan",), loader=_load_baseline("prepategan")),
     )
 }
+
+
+def register(new: Entry, *, replace: bool = False) -> Entry:
+    """Add a synthesizer to the registry, so :func:`make`, :func:`fit`, :func:`sample`, :func:`load`, the CLI's
+    ``--synth`` and the conformance suite reach it. Give it ``formats`` and a ``loader`` for :func:`load` to read its
+    checkpoints. A taken name is refused unless ``replace``."""
+    if not isinstance(new, Entry):
+        raise TypeError(f"register takes an Entry, got {type(new).__name__}")
+    if new.name in REGISTRY and not replace:
+        raise InvalidData(f"a synthesizer named '{new.name}' is already registered (pass replace=True to swap it)")
+    if not new.units or any(u not in ("transition", "trajectory") for u in new.units):
+        raise InvalidData(f"{new.name}: units must be 'transition' and/or 'trajectory', got {new.units!r}")
+    if bool(new.formats) != (new.loader is not None):
+        raise InvalidData(f"{new.name}: give both formats and a loader (load reads checkpoints by their tag), or neither")
+    REGISTRY[new.name] = new
+    return new
+
+
+def unregister(name: str) -> None:
+    """Remove a synthesizer added with :func:`register` (tests, plug-ins that unload)."""
+    entry(name)
+    del REGISTRY[name]
 
 
 def names() -> list[str]:
@@ -198,35 +255,21 @@ def load(path: str | Path) -> Synthesizer:
             head = fh.read(1)
     if head == b"{":
         try:
-            tag = json.loads(path.read_text()).get("synthesizer")
+            state: Any = json.loads(path.read_text())
         except (UnicodeDecodeError, json.JSONDecodeError):
             raise InvalidData(f"{path} is not a privsynth checkpoint (unreadable JSON)") from None
-        if tag not in ("pgm", "privsyn"):
-            raise InvalidData(f"{path} is a JSON file without a known synthesizer tag")
-        from privsynth.synth.baselines import BASELINES
-
-        synth = BASELINES[tag][0].load(path)
+        tag = state.get("synthesizer") if isinstance(state, dict) else None
     else:
         state = load_weights_only(path)  # refuses pickled objects and names damaged files, in one line
-        fmt = state.get("format") if isinstance(state, dict) else None
-        synth = _load_torch(path, fmt, state)
-    synth.registry_name = name_of(synth)  # type: ignore[attr-defined]
+        tag = (state.get("format") or state.get("synthesizer")) if isinstance(state, dict) else None
+    readers = [e for e in REGISTRY.values() if e.loader is not None and tag in e.formats]
+    if not readers:
+        raise InvalidData(f"{path} carries no known synthesizer format tag ({tag!r}); registered tags: "
+                          f"{', '.join(sorted({f for e in REGISTRY.values() for f in e.formats}))}")
+    synth = readers[0].loader(path)  # type: ignore[misc]
+    # one entry per tag names it; a shared format (the trajectory synthesizers) is told apart by the loaded config
+    synth.registry_name = readers[0].name if len(readers) == 1 else name_of(synth)  # type: ignore[attr-defined]
     return synth
-
-
-def _load_torch(path: Path, fmt: Any, state: Any) -> Synthesizer:
-    from privsynth.synth import transition
-    from privsynth.synth.trajectory import synthesizer as traj
-
-    if fmt == transition.FORMAT:
-        return transition.TransitionSynthesizer.load(path)
-    if fmt == traj.FORMAT:
-        return traj.TrajectorySynthesizer.load(path)
-    if isinstance(state, dict) and state.get("synthesizer") in ("pategan", "prepategan"):
-        from privsynth.synth.baselines import load_baseline
-
-        return load_baseline(path)
-    raise InvalidData(f"{path} carries no known synthesizer format tag ({fmt!r})")
 
 
 def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
