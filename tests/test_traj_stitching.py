@@ -92,3 +92,25 @@ def test_synthesizer_output_is_unnormalised_and_chained_by_episode():
     assert np.abs(ds.observations.mean() - 100.0) < 30.0
     stats = ds.info.extra["sample"]
     assert stats["trajectories"] == 4 and "boundary_gap" in stats and "inner_gap" in stats
+
+
+def test_rows_on_demand_come_from_one_stream_and_the_card_describes_them():
+    """registry.sample(n_transitions=...) stitched in rounds each re-seeded alike: round 2 repeated round 1's first
+    trajectories (169 episodes, 129 distinct in a tiny run), and the card's statistics described round 1 only."""
+    from privsynth.synth import registry
+
+    pub = make_toy_dataset(lengths=(9, 6, 11, 8), obs_dim=O, act_dim=A, seed=1)
+    synth = TrajectorySynthesizer(tiny_config()).pretrain(pub, progress=False)
+    synth.config.sampler.max_length = 12  # the first round asks n / 6 trajectories; shorter ones force more rounds
+    ds = registry.sample(synth, n_transitions=150)  # seed None: config.seed, which every round used to restart
+    stats = ds.info.extra["sample"]
+    assert ds.n_transitions == 150 and stats["rounds"] >= 2
+    starts = {ds.observations[ds.episode_ids == e][0].tobytes() for e in np.unique(ds.episode_ids)}
+    assert len(starts) == ds.n_episodes  # no trajectory twice
+    assert len({r.tobytes() for r in ds.observations}) == 150
+    assert stats["transitions"] >= 150 and stats["trajectories"] >= ds.n_episodes
+    assert stats["released"] == {"trajectories": ds.n_episodes, "transitions": 150,
+                                 "last_trajectory_cut": stats["transitions"] > 150}
+    assert ds.info.privacy_card["sample"]["released"] == stats["released"]
+    again = registry.sample(synth, n_transitions=150)
+    np.testing.assert_array_equal(again.observations, ds.observations)  # the sampling seed still replays

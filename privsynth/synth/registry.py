@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -365,18 +364,9 @@ def sample(
 
 
 def _episodes_to_rows(synth: Synthesizer, n: int, *, seed: int | None, name: str | None, progress: bool) -> OfflineDataset:
-    max_len = int(getattr(getattr(synth.config, "sampler", None), "max_length", 0) or 1000)
-    parts: list[OfflineDataset] = []
-    total = episodes = 0
-    for rounds in range(1000):
-        mean_len = total / episodes if episodes else max_len / 2  # a first guess, then what the model produced
-        want = max(1, math.ceil((n - total) / max(1.0, mean_len)))
-        part = _call(synth.sample, want, seed=None if seed is None else seed + rounds, name=name, progress=progress)
-        parts.append(part)
-        total, episodes = total + part.n_transitions, episodes + part.n_episodes
-        if total >= n:
-            break
-    else:
-        raise InvalidData("the trajectory synthesizer returned too few rows; check its sampler settings")
-    ds = parts[0] if len(parts) == 1 else OfflineDataset.concatenate(parts, info=parts[0].info)
-    return ds.first_rows(n)
+    """``n`` rows from a synthesizer whose native output is whole episodes."""
+    sample_transitions = getattr(synth, "sample_transitions", None)
+    if sample_transitions is None:
+        raise InvalidData(f"{name_of(synth)} samples whole episodes and has no sample_transitions(n): ask for "
+                          "n_episodes instead")
+    return _call(sample_transitions, n, seed=seed, name=name, progress=progress)

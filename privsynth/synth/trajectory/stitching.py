@@ -36,6 +36,28 @@ class StitchResult:
     inner_gaps: np.ndarray = field(default_factory=lambda: np.zeros(0))  # L2 gap per consecutive pair inside fragments
     ended_by: dict[str, int] = field(default_factory=dict)
 
+    @classmethod
+    def concatenate(cls, results: "list[StitchResult]") -> "StitchResult":
+        """Several stitching rounds as one result: episode ids run on, counts and gaps pool."""
+        if len(results) == 1:
+            return results[0]
+        offsets = np.cumsum([0] + [len(r.lengths) for r in results[:-1]])
+        ended: dict[str, int] = {}
+        for r in results:
+            for k, v in r.ended_by.items():
+                ended[k] = ended.get(k, 0) + int(v)
+        return cls(
+            rows=np.concatenate([r.rows for r in results]),
+            episode_ids=np.concatenate([r.episode_ids + off for r, off in zip(results, offsets)]),
+            terminals=np.concatenate([r.terminals for r in results]),
+            timeouts=np.concatenate([r.timeouts for r in results]),
+            lengths=np.concatenate([r.lengths for r in results]),
+            fragments=sum(r.fragments for r in results),
+            boundary_gaps=np.concatenate([r.boundary_gaps for r in results]),
+            inner_gaps=np.concatenate([r.inner_gaps for r in results]),
+            ended_by=ended,
+        )
+
     def stats(self) -> dict[str, Any]:
         """Summary: lengths, how trajectories ended, and the stitching gaps (mean / p95 / max L2, raw units)."""
         def summ(g: np.ndarray) -> dict[str, Any]:

@@ -405,15 +405,18 @@ class TrajectorySynthesizer(NetworkSynthesizer):
         return self
 
     # ------------------------------------------------------------------------------------------------ sampling
-    def stitch(self, n: int, *, seed: int | None = None, progress: bool = False, max_length: int | None = None) -> StitchResult:
-        """Generate and stitch ``n`` trajectories from the released (EMA) weights; rows in raw units."""
+    def stitch(self, n: int, *, seed: int | None = None, progress: bool = False, max_length: int | None = None,
+               generator: torch.Generator | None = None) -> StitchResult:
+        """Generate and stitch ``n`` trajectories from the released (EMA) weights; rows in raw units. ``generator``
+        (instead of ``seed``) continues a stream, so successive calls draw new trajectories."""
         if n < 1:
             raise InvalidData(f"number of trajectories must be positive, got {n}")
         if self.obs_dim is None or self.act_dim is None:
             raise InvalidData("the synthesizer has no weights yet: pre-train, fine-tune or load it first")
         sc, h, d = self.config.sampler, self.config.horizon, self.data_dim
         model = self.released.eval()
-        gen = torch.Generator().manual_seed(self.config.seed if seed is None else seed)
+        gen = generator if generator is not None else torch.Generator().manual_seed(
+            self.config.seed if seed is None else seed)
         o, a = self.obs_dim, self.act_dim
         bar = tqdm(total=n, desc=f"sample {self.name}", unit="traj", disable=not progress, leave=False)
         try:
@@ -435,6 +438,41 @@ class TrajectorySynthesizer(NetworkSynthesizer):
         so a recorded sampling seed reveals nothing about the DP noise, which was drawn from OS entropy."""
         t0 = time.perf_counter()
         res = self.stitch(n, seed=seed, progress=progress, max_length=max_length)
+        return self._dataset(res, t0, seed, name)
+
+    def sample_transitions(self, n: int, *, seed: int | None = None, progress: bool = False,
+                           name: str | None = None) -> OfflineDataset:
+        """Exactly ``n`` synthetic rows of whole stitched trajectories (the last one cut short ends in a truncation).
+
+        Trajectory lengths are the model's, so the rows come in rounds sized by the mean length so far; every round
+        continues one sampler stream seeded once (rounds re-seeded alike would repeat their first trajectories). The
+        card's ``sample`` statistics pool every round and say what was released (``released``)."""
+        if n < 1:
+            raise InvalidData(f"number of transitions must be positive, got {n}")
+        t0 = time.perf_counter()
+        gen = torch.Generator().manual_seed(self.config.seed if seed is None else seed)
+        parts: list[StitchResult] = []
+        total = episodes = 0
+        for _ in range(1000):
+            mean_len = total / episodes if episodes else self.config.sampler.max_length / 2
+            want = max(1, math.ceil((n - total) / max(1.0, mean_len)))
+            parts.append(self.stitch(want, progress=progress, generator=gen))
+            total, episodes = total + int(parts[-1].lengths.sum()), episodes + len(parts[-1].lengths)
+            if total >= n:
+                break
+        else:
+            raise InvalidData("the trajectory synthesizer returned too few rows; check its sampler settings")
+        ds = self._dataset(StitchResult.concatenate(parts), t0, seed, name, rounds=len(parts)).first_rows(n)
+        released = {"trajectories": int(ds.n_episodes), "transitions": int(ds.n_transitions),
+                    "last_trajectory_cut": bool(total > n)}
+        self.last_sample_stats["released"] = released
+        ds.info.extra["sample"]["released"] = dict(released)
+        ds.info.privacy_card["sample"]["released"] = dict(released)
+        return ds
+
+    def _dataset(self, res: StitchResult, t0: float, seed: int | None, name: str | None,
+                 rounds: int = 1) -> OfflineDataset:
+        """The stitched rows as a dataset in the template's layout, card and sampling statistics attached."""
         assert self.obs_dim is not None and self.act_dim is not None and self.template is not None
         o, a = self.obs_dim, self.act_dim
         rows = res.rows[:, :-1].copy()  # drop the end flag: the transition matrix layout
@@ -444,7 +482,7 @@ class TrajectorySynthesizer(NetworkSynthesizer):
         if self.config.sampler.clip_actions and self.template.action_low is not None and self.template.action_high is not None:
             rows[:, o : o + a] = np.clip(rows[:, o : o + a], self.template.action_low, self.template.action_high)
         self.last_sample_stats = {**res.stats(), "seconds": time.perf_counter() - t0,
-                                  "seed": self.config.seed if seed is None else seed,
+                                  "seed": self.config.seed if seed is None else seed, "rounds": rounds,
                                   "sampler_steps": self.config.sampler.steps, "snap": self.config.sampler.snap}
         info = dataclasses.replace(
             self.template, name=name or f"synthetic-{self.name}", sensitive=False, privacy_card=self.card(),
