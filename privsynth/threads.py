@@ -49,7 +49,8 @@ def busy_cores(window: float) -> float | None:
     if second is None or second[0] <= first[0]:
         return None
     total, idle = second[0] - first[0], second[1] - first[1]
-    return (1.0 - idle / total) * second[2]
+    # iowait is not monotonic on every kernel (proc(5)): clamp so a step back never reads as more cores than exist
+    return min(max(1.0 - idle / total, 0.0), 1.0) * second[2]
 
 
 @contextlib.contextmanager

@@ -32,7 +32,7 @@ def test_ctrl_c_cancels_the_queue_and_ends_the_workers():
     assert next(results) is None  # a first result: the pool is up
     workers = [p.pid for p in mp.active_children()]
     assert workers
-    time.sleep(0.5)  # the second 0 s task finishes meanwhile: it is handed over, not lost
+    time.sleep(1.0)  # the second 0 s task finishes meanwhile (measured: under 5 ms): it is handed over, not lost
     t0 = time.monotonic()
     kept = []
     with pytest.raises(KeyboardInterrupt):

@@ -67,3 +67,16 @@ def test_threads_refuses_bad_values(bad, capsys):
         cli.main(["--threads", bad, "demo", "--help"])
     assert e.value.code == 2
     assert "positive count or 'auto'" in capsys.readouterr().err
+
+
+def test_busy_cores_stays_within_the_machine_when_iowait_steps_back(monkeypatch):
+    """proc(5): iowait can go backwards; a step back read as idle < 0 and reported more busy cores than exist."""
+    import io
+
+    from privsynth import threads
+
+    # user nice system idle iowait; 2 cpus. Second sample: total +100 ticks, idle +0, iowait -50 (a step back)
+    stats = iter(["cpu 100 0 100 1000 500\ncpu0 x\ncpu1 x\n", "cpu 200 0 100 1000 450\ncpu0 x\ncpu1 x\n"])
+    monkeypatch.setattr("builtins.open", lambda *a, **k: io.StringIO(next(stats)))
+    monkeypatch.setattr(threads.time, "sleep", lambda s: None)
+    assert threads.busy_cores(0.1) == 2.0
