@@ -79,9 +79,9 @@ def toy_dataset() -> OfflineDataset:
 
 @pytest.fixture(scope="module")
 def expert_pool():
-    """600 linear CartPole experts and 3 logged trajectories each (the expert-level SVT tests' pool). With 3 per
-    expert the exact sampler, which draws experts with replacement and refuses an exhausted one, almost never runs
-    out (with 2, about 0.3% of releases did)."""
+    """600 linear CartPole experts and 20 logged trajectories each (the expert-level SVT tests' pool). The exact
+    sampler draws experts with replacement (secure, unseeded) and refuses an exhausted one; with 20 per expert, as
+    many as the tests' 20 rounds, it cannot run out (with 3 per expert, about 2e-5 of 20-round releases did)."""
     import numpy as np
 
     from privsynth.methods.expert_envs import LinearExperts, collect_expert_data
@@ -91,4 +91,4 @@ def expert_pool():
     base = rng.normal(size=(1, 2, 5))
     ex = LinearExperts(base[..., :4] + 0.3 * rng.normal(size=(m, 2, 4)), base[..., 4] + 0.3 * rng.normal(size=(m, 2)),
                        p_min=0.02)
-    return ex, collect_expert_data("cartpole", ex, 3, seed=0, horizon=30)
+    return ex, collect_expert_data("cartpole", ex, 20, seed=0, horizon=30)

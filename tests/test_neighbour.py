@@ -19,6 +19,7 @@ import torch
 from conftest import make_toy_dataset
 from neighbour import PUBLIC_FACTS, add_episode, leaks, minari_metadata
 from privsynth.data import OfflineDataset
+from privsynth.methods import registry as methods_registry
 from privsynth.synth import registry
 
 
@@ -267,7 +268,9 @@ def _experts(m: int):
     base = rng.normal(size=(1, 2, 5))
     noise = rng.normal(size=(601, 2, 5))[:m]
     ex = LinearExperts(base[..., :4] + 0.3 * noise[..., :4], base[..., 4] + 0.3 * noise[..., 4], p_min=0.02)
-    return ex, collect_expert_data("cartpole", ex, 3, seed=0, horizon=30)  # 3: see test_expert_release_privacy
+    # the exact sampler draws T = 20 of the experts with replacement (secure, unseeded) and refuses one with no unused
+    # trajectory left: with 3 per expert 2.2e-5 of releases did (4.4e-5 of the test's runs); with 20 = T none can
+    return ex, collect_expert_data("cartpole", ex, 20, seed=0, horizon=30)
 
 
 def _svt_release(pool, tmp: Path) -> dict:
@@ -384,7 +387,10 @@ def _copy_one_expert(ds: OfflineDataset) -> OfflineDataset:
         episode_ids=np.concatenate([ds.episode_ids, ids]), info=info)
 
 
-_ADAPTER_DATA["expert-svt"] = {"per_factor": 2, "n_traj_per_expert": 3}
+# as many trajectories per expert as the tiny preset's SVT rounds T (5), so the exact sampler (T secure draws of the
+# 24 or 25 experts with replacement) can never exhaust one: with 3 per expert, 6.6e-4 of the test's runs failed that way
+_ADAPTER_DATA["expert-svt"] = {"per_factor": 2,
+                               "n_traj_per_expert": methods_registry.entry("expert-svt").tiny["n_rounds"]}
 _ADAPTER_EPS["expert-svt"] = 10.0
 
 
