@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pointmaze_util import pointmaze_rollouts
+import privsynth.evaluation.agents.common  # noqa: F401  (loaded before the tests below fake its parent package)
 from privsynth.errors import InvalidData
 from privsynth.evaluation.report import evaluate_synthetic
 from privsynth.evaluation.trajscore import TrajScoreConfig, fit_trajscore_encoder

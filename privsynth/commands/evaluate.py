@@ -115,8 +115,11 @@ def _print_headline(report: dict[str, Any]) -> None:
              else "correlation n/a"]
     ts = report.get("trajscore") or {}
     if "trajscore" in ts:
-        base = ts.get("baseline")
-        parts.append(f"TrajScore {ts['trajscore']:.4f}" + (f" (real halves {base:.4f})" if base is not None else ""))
+        base, matched = ts.get("baseline"), ts.get("trajscore_matched")
+        if base is not None and matched is not None:  # both at one window count (the score grows with the count)
+            parts.append(f"TrajScore {matched:.4f} vs real halves {base:.4f} ({ts.get('baseline_windows')} windows)")
+        else:
+            parts.append(f"TrajScore {ts['trajscore']:.4f}")
     dyn = ((report.get("rl_checks") or {}).get("synthetic") or {}).get("dynamics")
     if dyn:
         parts.append(f"dynamics within tol {dyn['within_tol']:.3f}")

@@ -64,6 +64,8 @@ def ks_statistic(a: np.ndarray, b: np.ndarray) -> float:
     b = np.asarray(b, dtype=np.float64).reshape(-1)
     if a.size == 0 or b.size == 0:
         raise InvalidData("the KS statistic needs at least one value in each sample")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):  # NaN sorts last and would count as a large value
+        raise InvalidData("the KS statistic needs finite values; a sample has NaN or inf")
     return _ks_sorted(np.sort(a), np.sort(b))
 
 

@@ -16,6 +16,9 @@ Files are written to temporary names and renamed, so a failed run never leaves a
 The report reads the real data directly: it is an evaluation for the data holder or a benchmark on public stand-ins,
 not a release, and its markdown says so when the real dataset is marked sensitive. Only the TrajScore encoder is
 trained, and it is trained on public data only.
+
+Why this module is long: the report's sections and their markdown are one format, and every table and note that says
+what a number measured (window counts, transitions checked, agent budgets) is written next to the section it reads.
 """
 from __future__ import annotations
 
@@ -79,7 +82,7 @@ def _trajscore_section(
         fit_trajscore_encoder,
         trajectory_windows,
         trajscore,
-        trajscore_baseline,
+        trajscore_matched,
     )
 
     if encoder is None and public is None:
@@ -93,13 +96,15 @@ def _trajscore_section(
             encoder = fit_trajscore_encoder(public, progress=progress)  # type: ignore[arg-type]
             saved = encoder.save(save_to).name  # reuse it for the other rows of a table
         out = trajscore(synthetic, real, encoder)
-        if saved:
-            out["encoder_file"] = saved
-        try:
-            out["baseline"] = trajscore_baseline(real, encoder)["trajscore"]
-        except PrivsynthError as exc:
+        try:  # the baseline and the synthetic score at one window count (the score grows with the count)
+            matched = trajscore_matched(synthetic, real, encoder)
+            out.update(baseline=matched["baseline"], baseline_windows=matched["windows"],
+                       trajscore_matched=matched["trajscore"])
+        except PrivsynthError as exc:  # e.g. one real episode: no halves, so no baseline
             out["baseline"] = None
             out["baseline_note"] = str(exc)
+        if saved:
+            out["encoder_file"] = saved
         return out
     except PrivsynthError as exc:
         return {"skipped": str(exc)}
@@ -290,8 +295,13 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         ["correlation (mean 1 − |Δρ|/2)", fid["correlation"], "1 = identical Pearson matrices"],
     ]
     if "trajscore" in ts:
-        rows.append(["TrajScore (F1)", ts["trajscore"],
-                     f"real-halves baseline {_fmt(ts.get('baseline'))}; P {_fmt(ts['precision'])}, R {_fmt(ts['recall'])}"])
+        note = f"{_fmt(ts.get('windows'))} windows per side; P {_fmt(ts['precision'])}, R {_fmt(ts['recall'])}"
+        if ts.get("baseline") is not None:  # compare at one count: each real half has about half the windows
+            note += (f"; at {_fmt(ts.get('baseline_windows'))} windows per side {_fmt(ts.get('trajscore_matched'))} "
+                     f"against the real-halves baseline {_fmt(ts['baseline'])}")
+        else:
+            note += f"; no real-halves baseline ({_fmt(ts.get('baseline_note'))})"
+        rows.append(["TrajScore (F1)", ts["trajscore"], note])
     else:
         rows.append(["TrajScore", None, ts.get("skipped", "not computed")])
     lines += _table(["metric", "value", "note"], rows)
@@ -318,6 +328,11 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     rl = report.get("rl_checks") or {}
     lines += [f"## RL checks (adapter: {rl.get('adapter', 'n/a')})", ""]
     s, r = rl.get("synthetic") or {}, rl.get("real") or {}
+    n_s, n_r = _get(s, "dynamics", "n") or _get(s, "reward", "n"), _get(r, "dynamics", "n") or _get(r, "reward", "n")
+    if n_s is not None or n_r is not None:
+        lines += [f"Simulator checks on {_fmt(n_s)} synthetic and {_fmt(n_r)} real transitions (seeded subsample of "
+                  f"at most {_fmt(_get(rl, 'config', 'max_transitions'))}); terminal rate and coverage use every row.",
+                  ""]
     tol_d = _get(rl, "config", "dynamics_tol")
     tol_r = _get(rl, "config", "reward_tol")
     lines += _table(
@@ -364,6 +379,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                                      f"{_fmt(e.get('best_mean'), 1)} ± {_fmt(e.get('best_std'), 1)}",
                                      ", ".join(str(x) for x in e.get("seeds", []))])
             lines += _table(["agent", "trained on", "final (mean ± std)", "best (mean ± std)", "seeds"], rows)
+            lines += _agent_budget_lines(ag, real)
 
     if report.get("plots", {}).get("tsne"):
         lines += ["## t-SNE", "", f"![t-SNE of real vs synthetic transitions]({report['plots']['tsne']})", ""]
@@ -371,6 +387,28 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if timings:
         lines += ["Timings (s): " + ", ".join(f"{k} {v}" for k, v in timings.items()), ""]
     return "\n".join(lines)
+
+
+def _agent_budget_lines(agents: Mapping[str, Any], real: Mapping[str, Any]) -> list[str]:
+    """What each agent row measured: updates, evaluations, episodes, how many evaluations the final score averages,
+    and the reference returns it is normalised with (read from the runs' own records)."""
+    lines = []
+    for name, entry in agents.items():
+        for which in ("synthetic", "real"):
+            runs = _get(entry, which, "runs")
+            if not runs:
+                continue
+            r = runs[0]
+            cfg, n_evals = r.get("config") or {}, len(r.get("curve") or [])
+            k = min(int(r.get("final_k") or 0), n_evals)
+            lines.append(f"- {name} on {which}: {_fmt(r.get('num_updates'))} updates per seed, {n_evals} evaluations "
+                         f"of {_fmt(cfg.get('eval_episodes'))} episodes each; final = mean of the last {k}, best = "
+                         "max over all" + ("" if cfg.get("max_episode_steps") is None else
+                                           f"; episodes cut at {cfg['max_episode_steps']} steps"))
+    if lines:
+        lo, hi = _fmt(real.get("ref_min_score")), _fmt(real.get("ref_max_score"))
+        lines.append(f"- normalised as 100·(R − {lo})/({hi} − {lo}) with the real dataset's reference returns")
+    return lines + [""] if lines else []
 
 
 def _utility_section(synthetic: OfflineDataset, real: OfflineDataset) -> dict[str, Any]:

@@ -29,11 +29,13 @@ so we define it here, precisely and deterministically:
 
    Identical sets give exactly 1. Two independent samples of the same distribution give less than 1 (the nearest
    neighbour is not the point itself), so read a score against :func:`trajscore_baseline`, the same score between
-   two disjoint halves of the real episodes. The score falls for time-shuffled windows, per-step noise, next states
-   unrelated to states, and synthetic data that copies a few real windows (recall drops); see the sanity table in
-   ``docs/evaluation.md``. Like every nearest-neighbour metric it favours near-copies of real windows: a constant
-   shift of a real copy (which the time differences do not see) can outscore fresh real data, so read TrajScore
-   with the marginal score and the RL checks; memorisation is what the membership-inference audits measure.
+   two disjoint halves of the real episodes, at the same window count (the score grows with ``n``: each half has
+   half the real windows, so :func:`trajscore_matched`, which the report uses, scores both at the smaller count).
+   The score falls for time-shuffled windows, per-step noise, next states unrelated to states, and synthetic data
+   that copies a few real windows (recall drops); see the sanity table in ``docs/evaluation.md``. Like every
+   nearest-neighbour metric it favours near-copies of real windows: a constant shift of a real copy (which the time
+   differences do not see) can outscore fresh real data, so read TrajScore with the marginal score and the RL
+   checks; memorisation is what the membership-inference audits measure.
 
 Save and load the encoder with :meth:`TrajEncoder.save` / :meth:`TrajEncoder.load` (config, weights, normaliser and
 centre in one ``torch.save`` file); the same encoder file must be used for every number in one table.
@@ -54,7 +56,8 @@ from privsynth.data.normalize import Normalizer
 from privsynth.errors import InvalidData, SpaceMismatch
 from privsynth.nn import mlp
 
-__all__ = ["TrajScoreConfig", "TrajEncoder", "trajectory_windows", "fit_trajscore_encoder", "trajscore", "trajscore_baseline"]
+__all__ = ["TrajScoreConfig", "TrajEncoder", "trajectory_windows", "fit_trajscore_encoder", "trajscore",
+           "trajscore_baseline", "trajscore_matched"]
 
 
 @dataclass
@@ -205,9 +208,15 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 
 def trajscore(
-    synthetic: OfflineDataset, real: OfflineDataset, encoder: TrajEncoder, *, seed: int | None = None
+    synthetic: OfflineDataset, real: OfflineDataset, encoder: TrajEncoder, *, seed: int | None = None,
+    max_windows: int | None = None,
 ) -> dict[str, Any]:
-    """TrajScore (F1 of greedy cosine matching, module docstring) with its precision, recall and mean cosine."""
+    """TrajScore (F1 of greedy cosine matching, module docstring) with its precision and recall.
+
+    ``max_windows`` (default: the encoder config's) caps the windows per side. The score grows with the number of
+    windows (more candidates for every nearest neighbour), so two scores are comparable only at the same count:
+    :func:`trajscore_matched` scores a synthetic set and the real-halves baseline at one count.
+    """
     real.check_compatible(synthetic)
     if (real.obs_dim, real.act_dim) != (encoder.obs_dim, encoder.act_dim):
         raise SpaceMismatch(
@@ -217,7 +226,10 @@ def trajscore(
     cfg = encoder.config
     wr = trajectory_windows(real, cfg.window)
     ws = trajectory_windows(synthetic, cfg.window)
-    n = min(len(wr), len(ws), cfg.max_windows)
+    cap = cfg.max_windows if max_windows is None else int(max_windows)
+    if cap < 1:
+        raise InvalidData(f"TrajScore needs at least one window per side, got max_windows={max_windows}")
+    n = min(len(wr), len(ws), cap)
     rng = np.random.default_rng(cfg.seed if seed is None else seed)
     wr = wr[np.sort(rng.choice(len(wr), size=n, replace=False))]
     ws = ws[np.sort(rng.choice(len(ws), size=n, replace=False))]
@@ -236,7 +248,33 @@ def trajscore(
     }
 
 
-def trajscore_baseline(real: OfflineDataset, encoder: TrajEncoder, *, seed: int = 0) -> dict[str, Any]:
-    """TrajScore between two disjoint halves of the real episodes: what an ideal synthesizer of this size can reach."""
+def trajscore_baseline(
+    real: OfflineDataset, encoder: TrajEncoder, *, seed: int = 0, max_windows: int | None = None
+) -> dict[str, Any]:
+    """TrajScore between two disjoint halves of the real episodes: what fresh real data scores at this window count.
+
+    Each half has about half the real windows, so below ``2 · max_windows`` real windows this baseline uses fewer
+    windows than ``trajscore(synthetic, real)`` and is biased low against it; compare through :func:`trajscore_matched`.
+    """
     a, b = real.split_episodes(0.5, seed=seed)
-    return trajscore(a, b, encoder, seed=seed)
+    return trajscore(a, b, encoder, seed=seed, max_windows=max_windows)
+
+
+def trajscore_matched(
+    synthetic: OfflineDataset, real: OfflineDataset, encoder: TrajEncoder, *, seed: int = 0
+) -> dict[str, Any]:
+    """:func:`trajscore` of ``synthetic`` against ``real`` and the real-halves baseline, both at one window count.
+
+    The count is ``min(windows of each real half, synthetic windows, max_windows)``, so the baseline (fresh real data
+    against real data) and the synthetic score have equally many nearest-neighbour candidates. Returns the synthetic
+    score's dict with ``baseline`` (its TrajScore), ``baseline_precision`` and ``baseline_recall`` added; raises
+    :class:`~privsynth.errors.InvalidData` when the real data has fewer than two episodes or a half has no window.
+    """
+    cfg = encoder.config
+    a, b = real.split_episodes(0.5, seed=seed)
+    n = min(len(trajectory_windows(a, cfg.window)), len(trajectory_windows(b, cfg.window)),
+            len(trajectory_windows(synthetic, cfg.window)), cfg.max_windows)
+    base = trajscore(a, b, encoder, seed=seed, max_windows=n)
+    out = trajscore(synthetic, real, encoder, max_windows=n)
+    out.update(baseline=base["trajscore"], baseline_precision=base["precision"], baseline_recall=base["recall"])
+    return out

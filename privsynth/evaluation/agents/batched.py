@@ -122,7 +122,8 @@ class BatchedIQL(_Batched):
         log_std = self.log_std.clamp(cfg.log_std_min, cfg.log_std_max)  # [K, 1, A]
         # per agent, so that log σ's gradient is reduced over each agent's batch as in the unbatched learner
         log_prob = torch.stack([
-            (-0.5 * ((b.act[j] - mean[j]) * torch.exp(-log_std[j])).square() - log_std[j] - _HALF_LOG_2PI).sum(-1)
+            (-0.5 * ((b.act[j] / self.max_action - mean[j]) * torch.exp(-log_std[j])).square() - log_std[j]
+             - _HALF_LOG_2PI).sum(-1)
             for j in range(self.k)])
         actor_loss = (exp_adv * -log_prob).mean(-1)
 

@@ -7,7 +7,8 @@ the target Q. The three losses only read each other's *pre-update* values (detac
 backward pass and one Adam step over three parameter groups, which gives exactly CORL's three separate updates at a
 third of the optimiser and autograd overhead. The twin Q is one vectorised 2-member ensemble
 (:class:`~privsynth.evaluation.agents.nets.EnsembleMLP`). The actor's learning rate follows CORL's cosine schedule over
-``num_updates``; evaluation uses the Gaussian's mean.
+``num_updates``; evaluation uses the Gaussian's mean times ``max_action``. The Gaussian is fitted to the data's action
+divided by ``max_action`` (CORL fits the raw action, the same at max_action 1; see :meth:`GaussianActor.log_prob`).
 """
 from __future__ import annotations
 
@@ -58,10 +59,17 @@ class GaussianActor(nn.Module):
         self.max_action = max_action
 
     def log_prob(self, obs: torch.Tensor, act: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
-        """Sum over action dims of log N(act; mean(obs), std) (the mean is the pre-scaling tanh output, as CORL)."""
+        """Sum over action dims of log N(act / max_action; mean(obs), std).
+
+        The mean is the pre-scaling tanh output (as CORL), so the action is divided by ``max_action`` before it is
+        compared with it: the deterministic action ``max_action · mean`` then imitates the data's action. CORL compares
+        the unscaled action, which is the same for its D4RL tasks (max_action 1) but, e.g. on Pendulum (max_action 2),
+        fits ``mean ≈ a`` and acts ``2a``. The constant ``−A·log max_action`` of the density is left out (it has no
+        gradient).
+        """
         mean = self.net(obs)
         log_std = self.log_std.clamp(lo, hi)
-        z = (act - mean) * torch.exp(-log_std)
+        z = (act / self.max_action - mean) * torch.exp(-log_std)
         return (-0.5 * z.square() - log_std - _HALF_LOG_2PI).sum(-1)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:

@@ -272,7 +272,7 @@ def train_agent(
         eval_env=eval_info.env_id, curve=curve, final_k=final_k, wall_time=time.perf_counter() - start,
         train_time=train_time, eval_time=eval_time,
         config={**dataclasses.asdict(cfg), "num_updates": n_updates, "eval_every": every,
-                "eval_episodes": episodes, "precision": precision},
+                "eval_episodes": episodes, "precision": precision, "max_episode_steps": max_episode_steps},
         normalizer_source=normalizer.source, eval_returns=eval_returns, losses=losses, policy=policy,
     )
 
@@ -372,7 +372,7 @@ def train_batched(
             eval_env=job.eval_info.env_id, curve=curves[j], final_k=final_k, wall_time=wall,
             train_time=train_time / k, eval_time=eval_times[j],
             config={**dataclasses.asdict(cfg), "num_updates": n_updates, "eval_every": every,
-                    "eval_episodes": episodes, "precision": precision},
+                    "eval_episodes": episodes, "precision": precision, "max_episode_steps": max_episode_steps},
             normalizer_source=normalizers[j].source, eval_returns=returns[j], losses=losses[j], policy=policies[j],
             batched_with=k,
         ))
