@@ -50,6 +50,11 @@ class EnvAdapter(ABC):
         """Per row [N]: True where the desired goal the row carries is impossible; None: no goal in the observation."""
         return None
 
+    def determined(self, obs: np.ndarray) -> np.ndarray | None:
+        """Per row [N]: True where the observation fixes the simulator state, so a step from it can be compared with
+        the recorded one; None: every row does."""
+        return None
+
     @abstractmethod
     def bins(self, obs: np.ndarray) -> np.ndarray:
         """Coverage bin of each state [N] in 0..n_bins-1, or -1 for an invalid state (inside a wall, off the map)."""
@@ -198,6 +203,16 @@ class MujocoLocomotionAdapter(GridAdapter):
             )
         self.nq, self.nv = nq, nv
         self._last: dict[str, np.ndarray] = {}
+        # gymnasium's Hopper and Walker2d (v4, v5) observe qvel clipped to [-10, 10]: a row at the clip does not fix
+        # the state it came from, so stepping from it is no test of the recorded next state (determined())
+        self.velocity_clip = 10.0 if type(self.mj).__name__ in ("HopperEnv", "Walker2dEnv") else None
+
+    def determined(self, obs: np.ndarray) -> np.ndarray | None:
+        if self.velocity_clip is None:
+            return None
+        start = self.nq - self.hidden
+        vel = np.asarray(obs, dtype=np.float64)[:, start : start + self.nv]
+        return (np.abs(vel) < self.velocity_clip - 1e-6).all(axis=1)
 
     def step_from(self, obs: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, float, bool]:
         """(next observation, reward, terminated) of one environment step from the state ``obs`` under ``action``."""

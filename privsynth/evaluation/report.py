@@ -330,8 +330,11 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     s, r = rl.get("synthetic") or {}, rl.get("real") or {}
     n_s, n_r = _get(s, "dynamics", "n") or _get(s, "reward", "n"), _get(r, "dynamics", "n") or _get(r, "reward", "n")
     if n_s is not None or n_r is not None:
+        ex_s, ex_r = s.get("undetermined_excluded") or 0, r.get("undetermined_excluded") or 0
         lines += [f"Simulator checks on {_fmt(n_s)} synthetic and {_fmt(n_r)} real transitions (seeded subsample of "
-                  f"at most {_fmt(_get(rl, 'config', 'max_transitions'))}); terminal rate and coverage use every row.",
+                  f"at most {_fmt(_get(rl, 'config', 'max_transitions'))}); terminal rate and coverage use every row."
+                  + (f" Left out: {ex_s} synthetic and {ex_r} real rows whose observed velocities sit at the "
+                     "environment's clip (±10), which do not fix the simulator state." if ex_s or ex_r else ""),
                   ""]
     tol_d = _get(rl, "config", "dynamics_tol")
     tol_r = _get(rl, "config", "reward_tol")

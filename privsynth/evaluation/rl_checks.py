@@ -148,11 +148,21 @@ def _goal_invalid(adapter: EnvAdapter, real_obs: np.ndarray, synth_obs: np.ndarr
 
 
 def _checks_on(adapter: EnvAdapter, ds: OfflineDataset, idx: np.ndarray, cfg: RLCheckConfig) -> dict[str, Any]:
+    """The simulator checks on the rows ``idx`` whose observation fixes the simulator state (Hopper and Walker2d
+    clip observed velocities at ±10: such rows are left out and counted in ``undetermined_excluded``)."""
+    keep = adapter.determined(ds.observations[idx])
+    excluded = 0 if keep is None else int((~keep).sum())
+    if keep is not None:
+        idx = idx[keep]
+    if len(idx) == 0:
+        return {"dynamics": None, "reward": None, "terminal_rate": float(ds.terminals.mean()),
+                "terminal_agreement": None, "undetermined_excluded": excluded}
     obs, act, rew, nxt = ds.observations[idx], ds.actions[idx], ds.rewards[idx], ds.next_observations[idx]
     return {
         "dynamics": dynamics_consistency(adapter, obs, act, nxt, tol=cfg.dynamics_tol),
         "reward": reward_consistency(adapter, obs, act, rew, nxt, tol=cfg.reward_tol),
         **terminal_stats(adapter, ds, idx),
+        "undetermined_excluded": excluded,
     }
 
 
