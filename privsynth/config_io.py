@@ -9,9 +9,12 @@ the same check.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import types
 import typing
 from typing import Any, TypeVar
+
+import numpy as np
 
 from privsynth.errors import InvalidData
 
@@ -32,12 +35,58 @@ def _options(hint: Any) -> tuple[Any, ...]:
     return (hint,)
 
 
+def _fits(option: Any, value: Any) -> bool:
+    """Whether ``value`` (as read from JSON, YAML or a checkpoint) may fill a field annotated ``option``.
+
+    Plain types are checked (an int where an int is wanted, any real number for a float, a bool for a bool, a
+    string for a string or a Literal of strings; tuples element by element); other annotations are not checked."""
+    if option is type(None):
+        return value is None
+    if option is bool:
+        return isinstance(value, (bool, np.bool_))
+    if option is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+    if option is float:
+        return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    if option is str:
+        return isinstance(value, str)
+    origin, args = typing.get_origin(option), typing.get_args(option)
+    if origin is typing.Literal:
+        return any(type(value) is type(a) for a in args)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_fits(args[0], v) for v in value)
+        return not args or (len(args) == len(value) and all(_fits(a, v) for a, v in zip(args, value)))
+    if isinstance(option, type) and dataclasses.is_dataclass(option):
+        return isinstance(value, option)
+    return True
+
+
+def _type_name(hint: Any) -> str:
+    names = []
+    for option in _options(hint):
+        if option is type(None):
+            names.append("null")
+        elif typing.get_origin(option) is typing.Literal:
+            names.append(" or ".join(repr(a) for a in typing.get_args(option)))
+        elif isinstance(option, type) and dataclasses.is_dataclass(option):
+            names.append("a mapping of settings")
+        else:
+            names.append(getattr(option, "__name__", None) or str(option))
+    return " or ".join(names)
+
+
 def _value(hint: Any, value: Any, where: str) -> Any:
     for option in _options(hint):
         if isinstance(option, type) and dataclasses.is_dataclass(option) and isinstance(value, dict):
             return config_from_dict(option, value, where=where)
-        if typing.get_origin(option) is tuple and isinstance(value, list):
+        if typing.get_origin(option) is tuple and isinstance(value, list) and _fits(option, value):
             return tuple(value)
+    if not any(_fits(option, value) for option in _options(hint)):
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        raise InvalidData(f"setting '{where}' must be {_type_name(hint)}, got {shown}")
     return value
 
 

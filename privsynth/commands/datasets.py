@@ -184,10 +184,17 @@ def _make_locomotion(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     from privsynth.data import minari_io
 
-    rows = [minari_io.describe(i) for i in minari_io.list_datasets()]
+    rows, unreadable = [], []
+    for i in minari_io.list_datasets():
+        try:  # one damaged folder in the store does not hide the others
+            rows.append(minari_io.describe(i))
+        except PrivsynthError as exc:
+            unreadable.append({"id": i, "error": str(exc)})
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(rows + unreadable, indent=2))
         return 0
+    for bad in unreadable:
+        print(f"privsynth: warning: {bad['error']}", file=sys.stderr)
     if not rows:
         store = os.environ.get("MINARI_DATASETS_PATH")
         where = f" in {store}" + (" (the folder does not exist)" if store and not Path(store).exists() else "")

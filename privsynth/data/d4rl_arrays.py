@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
+from privsynth.errors import InvalidData
 
 __all__ = ["D4RL_KEYS", "from_d4rl_arrays"]
 
@@ -19,8 +20,8 @@ def from_d4rl_arrays(arrays: Mapping[str, Any], info: DatasetInfo) -> OfflineDat
     """The dataset of ``arrays`` (the :data:`D4RL_KEYS`, optional ``timeouts``/``episode_ids``): without episode ids,
     an episode ends at each terminal or timeout."""
     n = len(np.asarray(arrays["rewards"]).reshape(-1))
-    terminals = np.asarray(arrays["terminals"]).astype(bool).reshape(-1)
-    timeouts = np.asarray(arrays.get("timeouts", np.zeros(n, bool))).astype(bool).reshape(-1)
+    terminals = _flags(arrays["terminals"], "terminals")
+    timeouts = _flags(arrays.get("timeouts", np.zeros(n, bool)), "timeouts")
     if "episode_ids" in arrays:
         episode_ids = np.asarray(arrays["episode_ids"])
     else:
@@ -29,3 +30,13 @@ def from_d4rl_arrays(arrays: Mapping[str, Any], info: DatasetInfo) -> OfflineDat
     return OfflineDataset(observations=arrays["observations"], actions=arrays["actions"], rewards=arrays["rewards"],
                           next_observations=arrays["next_observations"], terminals=terminals, timeouts=timeouts,
                           episode_ids=episode_ids, info=info)
+
+
+def _flags(values: Any, name: str) -> np.ndarray:
+    """A 0/1 array as booleans; strings (where 'false' would read as True), fractions and NaN are refused."""
+    a = np.asarray(values)
+    if a.dtype.kind not in "biuf":
+        raise InvalidData(f"{name} must hold booleans or 0/1, got an array of dtype {a.dtype}")
+    if a.dtype.kind != "b" and not np.isin(a, (0, 1)).all():
+        raise InvalidData(f"{name} must hold booleans or 0/1, got other values (e.g. {a[~np.isin(a, (0, 1))].flat[0]!r})")
+    return a.astype(bool).reshape(-1)

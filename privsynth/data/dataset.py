@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -57,8 +58,45 @@ class DatasetInfo:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "DatasetInfo":
+        """Inverse of :meth:`to_dict`; unknown keys are ignored. ``d`` is read from files (dataset metadata,
+        checkpoints), so a field of the wrong type is :class:`InvalidData` naming it, never a later traceback."""
+        if not isinstance(d, dict):
+            raise InvalidData(f"dataset info must be a mapping, not {type(d).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        values = {k: v for k, v in d.items() if k in known}
+        for key, value in values.items():
+            if not _INFO_CHECKS[key](value):
+                raise InvalidData(f"dataset info field '{key}' has a value of the wrong type: {_short(value)}")
+        return cls(**values)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+
+
+def _numbers(v: Any) -> bool:
+    return v is None or (isinstance(v, (list, tuple)) and all(_number(x) for x in v))
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+# what each DatasetInfo field may hold when read back from JSON (DatasetInfo.from_dict)
+_INFO_CHECKS: dict[str, Any] = {
+    "name": lambda v: isinstance(v, str),
+    "env_id": lambda v: v is None or isinstance(v, str),
+    "env_kwargs": lambda v: isinstance(v, dict) and all(isinstance(k, str) for k in v),
+    "obs_keys": lambda v: v is None or (isinstance(v, (list, tuple)) and all(isinstance(k, str) for k in v)),
+    "action_low": _numbers,
+    "action_high": _numbers,
+    "ref_min_score": lambda v: v is None or _number(v),
+    "ref_max_score": lambda v: v is None or _number(v),
+    "sensitive": lambda v: isinstance(v, (bool, np.bool_)),
+    "privacy_card": lambda v: v is None or isinstance(v, dict),
+    "extra": lambda v: isinstance(v, dict),
+}
 
 
 # What a release takes from the sensitive dataset's DatasetInfo: public facts of its environment (the id and kwargs
@@ -144,6 +182,14 @@ class OfflineDataset:
     info: DatasetInfo = field(default_factory=DatasetInfo)
 
     def __post_init__(self) -> None:
+        for name in ARRAY_FIELDS:  # strings, bytes, records, dates, complex or objects are not transitions
+            kind = np.asarray(getattr(self, name)).dtype.kind
+            if kind not in "biuf":
+                raise InvalidData(f"{name} must hold numbers, got an array of dtype "
+                                  f"{np.asarray(getattr(self, name)).dtype}")
+        ids = np.asarray(self.episode_ids)
+        if ids.dtype.kind == "f" and not (np.isfinite(ids).all() and (ids == np.round(ids)).all()):
+            raise InvalidData("episode_ids must be whole numbers (no NaN, inf or fractions)")
         self.observations = _as_2d(self.observations, "observations")
         n = self.observations.shape[0]
         self.actions = _as_2d(self.actions, "actions", n)

@@ -127,12 +127,15 @@ def make_env(info: DatasetInfo | str, **overrides: Any) -> gym.Env:
         info = DatasetInfo(name=info, env_id=info)
     if not info.env_id:
         raise PrivsynthError(f"dataset '{info.name}' records no environment id; cannot recreate its environment")
+    if ":" in info.env_id:  # gymnasium imports the module named before ':'; a dataset's metadata must not choose it
+        raise PrivsynthError(f"cannot create environment '{info.env_id}': an id of the form 'module:name' would "
+                             "import that module; privsynth only makes environments already registered")
     if info.env_id not in gym.registry:
         _register()
     kwargs = {**info.env_kwargs, **overrides}
     try:
         env = gym.make(info.env_id, **kwargs)
-    except gym.error.Error as exc:
+    except (gym.error.Error, TypeError, ValueError) as exc:  # unknown id, or kwargs the environment does not take
         raise PrivsynthError(f"cannot create environment '{info.env_id}': {exc}") from None
     if info.obs_keys:
         env = FlattenDictObs(env, info.obs_keys)

@@ -195,18 +195,53 @@ def delete_dataset(dataset_id: str) -> str:
     return full
 
 
-def describe(dataset_id: str) -> dict[str, Any]:
-    """Cheap facts about a local dataset from its ``metadata.json`` alone (no arrays are read)."""
+def _read_meta(data_dir: Path, label: str) -> dict[str, Any]:
+    """``metadata.json`` of the dataset in ``data_dir``, checked as data made by others: a mapping whose privsynth
+    part (if any) names its arrays file by a plain file name in ``data_dir`` and holds a well-typed info, counts that
+    are whole numbers, and a privacy card that is a mapping. One-line :class:`InvalidData` otherwise."""
     from minari.dataset.minari_storage import MinariStorage
 
-    full = resolve_id(dataset_id)
     try:
-        meta = MinariStorage.read_raw_metadata(_root() / full / "data")
-    except ValueError as exc:
-        raise InvalidData(f"cannot read dataset '{full}': {exc}") from None
+        meta = MinariStorage.read_raw_metadata(data_dir)
+    except (ValueError, OSError) as exc:
+        raise InvalidData(f"cannot read {label}: {exc}") from None
+    if not isinstance(meta, dict):
+        raise InvalidData(f"cannot read {label}: metadata.json must hold a mapping, not {type(meta).__name__}")
+    for key in ("total_episodes", "total_steps"):
+        if meta.get(key) is not None and not _whole(meta[key]):
+            raise InvalidData(f"cannot read {label}: metadata '{key}' must be a whole number, got {meta[key]!r:.60}")
+    if meta.get(CARD_KEY) is not None and not isinstance(meta[CARD_KEY], dict):
+        raise InvalidData(f"cannot read {label}: its privacy card must be a mapping")
+    ours = meta.get(_METADATA_KEY)
+    if isinstance(ours, dict):
+        arrays = ours.get("arrays")
+        if arrays is not None and not (isinstance(arrays, str) and arrays not in ("", ".", "..")
+                                       and "/" not in arrays and "\\" not in arrays):
+            raise InvalidData(f"cannot read {label}: its metadata names the arrays file {arrays!r:.80}; expected a "
+                              f"file name inside its data folder (e.g. {SIDECAR_FILE})")
+        for key in ("n_transitions", "n_episodes", "minari_episodes", "obs_dim", "act_dim"):
+            if ours.get(key) is not None and not _whole(ours[key]):
+                raise InvalidData(f"cannot read {label}: metadata '{_METADATA_KEY}.{key}' must be a whole number")
+        if "info" in ours:
+            try:
+                DatasetInfo.from_dict(ours["info"])
+            except InvalidData as exc:
+                raise InvalidData(f"cannot read {label}: {exc}") from None
+    return meta
+
+
+def _whole(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def describe(dataset_id: str) -> dict[str, Any]:
+    """Cheap facts about a local dataset from its ``metadata.json`` alone (no arrays are read)."""
+    full = resolve_id(dataset_id)
+    meta = _read_meta(_root() / full / "data", f"dataset '{full}'")
     ours = meta.get(_METADATA_KEY) if isinstance(meta.get(_METADATA_KEY), dict) else None
     info = (ours or {}).get("info") or {}
     card = _card_of(meta)
+    eps = card.get("epsilon") if isinstance(card, dict) else None
     return {
         "id": full,
         "name": info.get("name", full),
@@ -214,9 +249,9 @@ def describe(dataset_id: str) -> dict[str, Any]:
         "episodes": meta.get("total_episodes"),  # Minari's count: what every Minari consumer iterates
         "source_episodes": (ours or {}).get("n_episodes", meta.get("total_episodes")),
         "transitions": (ours or {}).get("n_transitions", meta.get("total_steps")),
-        "scheme": (ours or {}).get("scheme", "minari"),
+        "scheme": str((ours or {}).get("scheme", "minari")),
         "sensitive": bool(info.get("sensitive", False)),
-        "epsilon": card.get("epsilon") if isinstance(card, dict) else None,
+        "epsilon": eps if isinstance(eps, (int, float)) and not isinstance(eps, bool) else None,
         "written_by": "privsynth" if ours else "minari",
         "path": str(_root() / full),
     }
@@ -234,13 +269,8 @@ def _card_of(meta: dict[str, Any]) -> dict[str, Any] | None:
 
 def read_info(dataset_id: str) -> DatasetInfo:
     """The :class:`DatasetInfo` of a local dataset from ``metadata.json`` alone (no rows are read)."""
-    from minari.dataset.minari_storage import MinariStorage
-
     full = resolve_id(dataset_id)
-    try:
-        meta = MinariStorage.read_raw_metadata(_root() / full / "data")
-    except ValueError as exc:
-        raise InvalidData(f"cannot read dataset '{full}': {exc}") from None
+    meta = _read_meta(_root() / full / "data", f"dataset '{full}'")
     ours = meta.get(_METADATA_KEY)
     if isinstance(ours, dict) and "info" in ours:
         return _our_info(meta)
@@ -249,20 +279,13 @@ def read_info(dataset_id: str) -> DatasetInfo:
 
 def read_card(dataset_id: str) -> dict[str, Any] | None:
     """The privacy card of a local dataset (None if it has none), read from ``metadata.json`` alone."""
-    from minari.dataset.minari_storage import MinariStorage
-
     return read_card_at(_root() / resolve_id(dataset_id))
 
 
 def read_card_at(dataset_dir: str | Path) -> dict[str, Any] | None:
     """The privacy card of the Minari dataset stored in ``dataset_dir`` (the folder holding ``data/``), from its
     ``metadata.json`` alone; None if it has none."""
-    from minari.dataset.minari_storage import MinariStorage
-
-    try:
-        meta = MinariStorage.read_raw_metadata(Path(dataset_dir) / "data")
-    except ValueError as exc:
-        raise InvalidData(f"cannot read the dataset in {dataset_dir}: {exc}") from None
+    meta = _read_meta(Path(dataset_dir) / "data", f"the dataset in {dataset_dir}")
     return _card_of(meta)
 
 
@@ -331,16 +354,16 @@ def card_summary(card: dict[str, Any] | None) -> str:
         return "No privacy card: this dataset is not a DP release."
     if not card.get("private", True):
         return "Privacy card: NOT differentially private (no-privacy ablation)."
-    eps, delta = card.get("epsilon"), card.get("delta")
-    eps_s = "?" if eps is None else f"{eps:.4g}"
-    delta_s = "?" if delta is None else f"{delta:g}"
+    eps, delta = card.get("epsilon"), card.get("delta")  # a card read from a file may hold anything: shown as is
+    eps_s = f"{eps:.4g}" if _real(eps) else "?" if eps is None else repr(eps)[:40]
+    delta_s = f"{delta:g}" if _real(delta) else "?" if delta is None else repr(delta)[:40]
     text = (
         f"Differential privacy: ({eps_s}, {delta_s})-DP; privacy unit: {card.get('unit', '?')}"
         f" (neighbouring datasets: {card.get('neighbouring_relation', '?')}); accountant: {card.get('accountant', '?')}"
     )
     extras = [f"{k.replace('_', ' ')} {card[k]:.4g}" for k in ("noise_multiplier", "max_grad_norm", "sample_rate")
-              if isinstance(card.get(k), (int, float))]
-    if isinstance(card.get("steps"), int):
+              if _real(card.get(k))]
+    if _real(card.get("steps")) and isinstance(card["steps"], int):
         extras.append(f"steps {card['steps']}")
     if extras:
         text += "; DP-SGD " + ", ".join(extras)
@@ -348,6 +371,10 @@ def card_summary(card: dict[str, Any] | None) -> str:
     if isinstance(public, list):
         text += f"; public data used: {', '.join(map(str, public)) or 'none'}"
     return text + f". Full card: metadata['{CARD_KEY}'] (`privsynth privacy card DATASET_ID`)."
+
+
+def _real(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _algorithm(info: DatasetInfo) -> str:
@@ -514,22 +541,24 @@ def _flatten_obs(obs: Any, keys: Sequence[str] | None) -> tuple[np.ndarray, list
 def _foreign_info(full: str, metadata: dict[str, Any], obs_keys: list[str] | None) -> DatasetInfo:
     env_id, env_kwargs = None, {}
     spec_json = metadata.get("eval_env_spec") or metadata.get("env_spec")
-    if isinstance(spec_json, str):
+    if isinstance(spec_json, str):  # written by other tools: fields of the wrong type are dropped, not trusted
         try:
             spec = json.loads(spec_json)
-            env_id = spec.get("id")
-            env_kwargs = dict(spec.get("kwargs") or {})
-            if spec.get("max_episode_steps"):
+            env_id = spec.get("id") if isinstance(spec.get("id"), str) else None
+            kwargs = spec.get("kwargs") or {}
+            env_kwargs = dict(kwargs) if isinstance(kwargs, dict) and all(isinstance(k, str) for k in kwargs) else {}
+            if _real(spec.get("max_episode_steps")) and spec["max_episode_steps"]:
                 env_kwargs["max_episode_steps"] = spec["max_episode_steps"]
         except (ValueError, AttributeError):
             pass
+    lo, hi = metadata.get("ref_min_score"), metadata.get("ref_max_score")
     return DatasetInfo(
         name=full,
         env_id=env_id,
         env_kwargs=env_kwargs,
         obs_keys=obs_keys,
-        ref_min_score=metadata.get("ref_min_score"),
-        ref_max_score=metadata.get("ref_max_score"),
+        ref_min_score=lo if _real(lo) else None,
+        ref_max_score=hi if _real(hi) else None,
         extra={"minari_id": full, "algorithm": metadata.get("algorithm_name")},
     )
 
@@ -547,29 +576,39 @@ def load_dataset(dataset_id: str) -> OfflineDataset:
     Minari tools load too: their episodes are chains, dict observations are flattened (PointMaze keys in
     :data:`privsynth.data.envs.POINTMAZE_OBS_KEYS` order, other dicts by sorted key).
     """
-    import minari
-    from minari.dataset.minari_storage import MinariStorage
-
     full = resolve_id(dataset_id)
     data_dir = _root() / full / "data"
-    try:
-        raw = MinariStorage.read_raw_metadata(data_dir)
-    except ValueError as exc:
-        raise InvalidData(f"cannot read dataset '{full}': {exc}") from None
+    raw = _read_meta(data_dir, f"dataset '{full}'")  # a store may hold folders made by anyone: read as data
     ours = raw.get(_METADATA_KEY) if isinstance(raw.get(_METADATA_KEY), dict) else None
     if ours is not None and ours.get("arrays") and (data_dir / ours["arrays"]).is_file():
-        try:
-            with np.load(data_dir / ours["arrays"], allow_pickle=False) as z:
-                arrays = {k: z[k] for k in ARRAY_FIELDS}
-        except (OSError, ValueError, KeyError) as exc:
-            raise InvalidData(f"cannot read dataset '{full}': damaged {ours['arrays']} ({exc})") from None
+        from privsynth.data.safe_files import load_npz
+
+        if (data_dir / ours["arrays"]).resolve().parent != data_dir.resolve():
+            raise InvalidData(f"cannot read dataset '{full}': its arrays file {ours['arrays']} links outside its "
+                              "data folder")
+        arrays = load_npz(data_dir / ours["arrays"], ARRAY_FIELDS, what=f"dataset '{full}' ({ours['arrays']})")
         return OfflineDataset(**arrays, info=_our_info(raw))
+    try:
+        return _load_episodes(full, data_dir, ours)
+    except PrivsynthError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - h5py, Minari and numpy raise many types for a damaged file
+        first = (str(exc).splitlines() or [""])[0][:200]
+        raise InvalidData(f"cannot read dataset '{full}': damaged or not a Minari dataset ({type(exc).__name__}: "
+                          f"{first})") from None
+
+
+def _load_episodes(full: str, data_dir: Path, ours: dict[str, Any] | None) -> OfflineDataset:
+    """The dataset of Minari's episodes (datasets without privsynth's arrays file, and format 1)."""
+    import minari
+
+    from privsynth.data.safe_files import check_hdf5_sizes
+
+    if (data_dir / "main_data.hdf5").is_file():  # h5py allocates what an array declares before reading it
+        check_hdf5_sizes(data_dir / "main_data.hdf5", what=f"dataset '{full}'")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        try:
-            mds = minari.load_dataset(full)
-        except Exception as exc:  # a damaged or foreign-format directory
-            raise InvalidData(f"cannot read dataset '{full}': {exc}") from None
+        mds = minari.load_dataset(full)  # errors of a damaged or foreign-format directory: see load_dataset
         metadata = mds.storage.metadata
     keys = ((ours or {}).get("info") or {}).get("obs_keys")
     obs_parts, next_parts, act, rew, term, trunc, ids = [], [], [], [], [], [], []

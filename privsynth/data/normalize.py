@@ -86,6 +86,15 @@ class Normalizer(nn.Module):
 
     @classmethod
     def from_dict(cls, d: dict) -> "Normalizer":
+        """Inverse of :meth:`to_dict`; a dict read from a file with missing or mistyped parts is :class:`InvalidData`."""
+        if not isinstance(d, dict) or not all(k in d for k in ("mean", "std", "source")):
+            raise InvalidData("a saved normaliser must be a mapping with 'mean', 'std' and 'source'")
+        for key in ("mean", "std"):
+            if not (isinstance(d[key], (list, tuple)) and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                              for x in d[key])):
+                raise InvalidData(f"a saved normaliser's '{key}' must be a list of numbers")
+        if not isinstance(d["source"], str):
+            raise InvalidData("a saved normaliser's 'source' must be a string")
         return cls.from_stats(d["mean"], d["std"], source=d["source"])
 
     @property

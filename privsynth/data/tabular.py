@@ -64,16 +64,12 @@ _TRUE, _FALSE = frozenset({"true", "1", "1.0"}), frozenset({"false", "0", "0.0"}
 def read_npz(path: str | Path) -> dict[str, np.ndarray]:
     """The arrays of a ``.npz`` file, never unpickling anything (``allow_pickle=False``): a file that is not a zip
     archive is refused as such, rather than with numpy's advice to load it with ``allow_pickle=True``."""
+    from privsynth.data.safe_files import load_npz
+
     path = Path(path)
     if not path.is_file():
         raise InvalidData(f"no such file: {path}")
-    if not zipfile.is_zipfile(path):
-        raise InvalidData(f"cannot read {path} as .npz: not a valid .npz (zip) archive")
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            return {k: npz[k] for k in npz.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise InvalidData(f"cannot read {path} as .npz: {exc}") from None
+    return load_npz(path)  # declared sizes checked against the archive before anything is allocated
 
 
 def read_table(path: str | Path) -> Any:

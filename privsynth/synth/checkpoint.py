@@ -16,7 +16,7 @@ import torch
 
 from privsynth.errors import InvalidData, UnsafeCheckpoint
 
-__all__ = ["atomic_torch_save", "read_checkpoint", "load_weights_only"]
+__all__ = ["atomic_torch_save", "read_checkpoint", "load_weights_only", "check_network_state", "NETWORK_FORMATS"]
 
 
 def atomic_torch_save(obj: Any, path: str | Path) -> Path:
@@ -57,4 +57,84 @@ def read_checkpoint(path: str | Path, fmt: str, what: str) -> dict[str, Any]:
     state = load_weights_only(path)
     if not isinstance(state, dict) or state.get("format") != fmt:
         raise InvalidData(f"{path} is not a privsynth {what} checkpoint")
+    if fmt in NETWORK_FORMATS:
+        check_network_state(state, path)
     return state
+
+
+# formats of the network synthesizers (privsynth.synth.base.NetworkSynthesizer): state laid out by its ``state()``
+NETWORK_FORMATS = ("privsynth.transition-synth/1", "privsynth.trajectory-synth/1")
+
+
+def _tensors(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in value.items())
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def check_network_state(state: dict[str, Any], path: str | Path) -> None:
+    """Refuse (one line) a network-synthesizer checkpoint whose parts have the wrong types: the file is someone
+    else's data, and a part of the wrong type would otherwise fail later with a traceback (or allocate what it says).
+
+    Checks what :meth:`NetworkSynthesizer.state` writes: ``config`` a mapping, ``dims`` two positive counts, ``ema``
+    (and ``model`` unless None) name-to-tensor mappings with the same names and shapes, ``template``, ``normalizer``
+    and ``normalizer_event`` mappings or None, a normaliser with one mean and std per transition column,
+    ``ledger`` None or a JSON object, ``public_data``/``history`` lists, ``discrete_values`` column-to-list."""
+    import json
+
+    def bad(what: str) -> InvalidData:
+        return InvalidData(f"{path} is a damaged synthesizer checkpoint: {what}")
+
+    if not isinstance(state.get("config"), dict):
+        raise bad("'config' is not a mapping of settings")
+    dims = state.get("dims")
+    if not (isinstance(dims, (list, tuple)) and len(dims) == 2 and all(_count(d) for d in dims)):
+        raise bad(f"'dims' must be two positive whole numbers (observation and action widths), got {dims!r:.60}")
+    if not _tensors(state.get("ema")):
+        raise bad("'ema' is not a mapping of parameter names to tensors")
+    model = state.get("model")
+    if model is not None:
+        if not _tensors(model):
+            raise bad("'model' is not a mapping of parameter names to tensors")
+        if {k: tuple(v.shape) for k, v in model.items()} != {k: tuple(v.shape) for k, v in state["ema"].items()}:
+            raise bad("'model' and 'ema' hold different parameters")
+    for key in ("template", "normalizer", "normalizer_event"):
+        if state.get(key) is not None and not isinstance(state[key], dict):
+            raise bad(f"'{key}' is not a mapping")
+    norm = state.get("normalizer")
+    if norm is not None:
+        width = 2 * dims[0] + dims[1] + 2  # state | action | reward | next state | terminal
+        for key in ("mean", "std"):
+            column = norm.get(key)
+            if not (isinstance(column, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                    for x in column)):
+                raise bad(f"normaliser '{key}' is not a list of numbers")
+            if len(column) != width:
+                raise bad(f"normaliser '{key}' has {len(column)} columns but dims {list(dims)} make rows of {width}")
+        if not isinstance(norm.get("source"), str):
+            raise bad("normaliser 'source' is not a string")
+        if norm.get("next_state") == "delta" and not (_count(norm.get("obs_dim")) and norm["obs_dim"] == dims[0]):
+            raise bad("the next-state normaliser's 'obs_dim' does not match 'dims'")
+    ledger = state.get("ledger")
+    if ledger is not None:
+        try:
+            parsed = json.loads(ledger) if isinstance(ledger, str) else None
+        except ValueError:
+            parsed = None
+        events = parsed.get("events", []) if isinstance(parsed, dict) else None
+        if not (isinstance(events, list) and all(isinstance(e, dict) for e in events)):
+            raise bad("'ledger' is not a JSON ledger object")
+    for key in ("public_data", "history"):
+        if key in state and not isinstance(state[key], list):
+            raise bad(f"'{key}' is not a list")
+    if not all(isinstance(h, dict) for h in state.get("history", [])):
+        raise bad("'history' holds entries that are not mappings")
+    discrete = state.get("discrete_values", {})
+    if not (isinstance(discrete, dict) and all(isinstance(k, (str, int)) and str(k).lstrip("-").isdigit()
+                                               and isinstance(v, list) for k, v in discrete.items())):
+        raise bad("'discrete_values' must map column numbers to lists of values")
+    if "nonprivate_finetunes" in state and not (isinstance(state["nonprivate_finetunes"], int)
+                                                and not isinstance(state["nonprivate_finetunes"], bool)):
+        raise bad("'nonprivate_finetunes' is not a whole number")

@@ -43,5 +43,14 @@ def resolve_pretrained(name_or_path: str | os.PathLike) -> Path:
 
 
 def pretrained_card(name: str) -> dict[str, Any]:
+    """The ``card.json`` beside a pre-trained model ({} if it has none); a damaged card is :class:`InvalidData`."""
     path = resolve_pretrained(name).parent / "card.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
+    if not path.is_file():
+        return {}
+    try:
+        card = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InvalidData(f"cannot read the card of pre-trained model '{name}' ({path}): {exc}") from None
+    if not isinstance(card, dict):
+        raise InvalidData(f"the card of pre-trained model '{name}' ({path}) must be a JSON object")
+    return card

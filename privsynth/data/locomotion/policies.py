@@ -47,14 +47,39 @@ def load_card(env: str, root: Path | None = None) -> dict[str, Any]:
         raise InvalidData(
             f"no trained policy for '{env}' at {path}; run scripts/train_locomotion_policy.py --env {env}"
         )
-    return json.loads(path.read_text())
+    try:
+        card = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InvalidData(f"cannot read the policy card {path}: {exc}") from None
+    _check_card(card, path)
+    return card
+
+
+def _check_card(card: Any, path: Path) -> None:
+    """The parts of a policy card the generator reads, with their types (a damaged card is one line)."""
+    def whole(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    ok = (isinstance(card, dict) and isinstance(card.get("levels"), dict)
+          and all(whole(card["levels"].get(k)) for k in ("medium", "expert"))
+          and whole(card.get("learning_starts"))
+          and isinstance(card.get("snapshots"), list)
+          and all(isinstance(s, dict) and whole(s.get("step")) for s in card["snapshots"])
+          and isinstance(card.get("reference", {}), dict))
+    if not ok:
+        raise InvalidData(f"the policy card {path} is damaged: it needs levels.medium/expert and learning_starts "
+                          "(whole numbers), snapshots (a list of {step: N}) and a reference mapping")
 
 
 def load_actor(env: str, step: int, root: Path | None = None) -> Actor:
     path = pretrained_dir(env, root) / "snapshots" / f"step_{step:07d}.pt"
     if not path.is_file():
         raise InvalidData(f"no policy snapshot at {path}")
-    return Actor.from_payload(torch.load(path, map_location="cpu", weights_only=True))
+    try:  # read as data (weights_only): tensors and plain types, never pickled objects
+        return Actor.from_payload(torch.load(path, map_location="cpu", weights_only=True))
+    except Exception as exc:  # noqa: BLE001 - torch raises many types for a damaged or mismatched file
+        raise InvalidData(f"cannot read the policy snapshot {path}: damaged, or not an actor payload "
+                          f"({type(exc).__name__})") from None
 
 
 def rollout_returns(
