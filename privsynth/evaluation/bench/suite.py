@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -83,6 +84,25 @@ def cell_id(kind: str, params: dict[str, Any], upstream: str | None, datasets: d
     return f"{kind.split(':')[-1]}-{digest.hexdigest()[:12]}"
 
 
+# names that become file names (the suite's folder, tables, plots, cached datasets): one path component, no '..'
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+=-]{0,119}")
+
+
+def _plain_name(name: Any, what: str) -> str:
+    """``name`` if it can be a file name inside the results folder; one line naming ``what`` otherwise."""
+    if not isinstance(name, str) or not _PLAIN_NAME.fullmatch(name) or ".." in name:
+        raise InvalidData(f"{what} must be a plain name (letters, digits and _ . + = -, starting with a letter or "
+                          f"digit; no '/' or '..'): it names files in the results folder, got {name!r}")
+    return name
+
+
+def _number(raw: Any, what: str, kind: type) -> Any:
+    """An int or float setting of a suite, as YAML gave it; one line when it is not a number."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or (kind is int and not float(raw).is_integer()):
+        raise InvalidData(f"{what} must be {'a whole number' if kind is int else 'a number'}, got {raw!r}")
+    return kind(raw)
+
+
 def load_suite(path: str | Path, results_dir: str | Path | None = None) -> Suite:
     """Parse and validate a suite YAML (see ``evaluation/suites/*.yaml``)."""
     path = Path(path)
@@ -101,6 +121,8 @@ def load_suite(path: str | Path, results_dir: str | Path | None = None) -> Suite
     if not isinstance(stages_raw, list) or not all(isinstance(s, dict) for s in stages_raw):
         raise InvalidData(f"'stages' of suite '{path.name}' must be a list of mappings")
     defaults = raw.get("defaults", {}) or {}
+    if not isinstance(defaults, dict):
+        raise InvalidData(f"'defaults' of suite '{path.name}' must be a mapping of cell params")
     stages = [_stage(s, i, defaults, path.name) for i, s in enumerate(stages_raw)]
     names = [s.name for s in stages]
     if len(set(names)) != len(names):
@@ -109,8 +131,9 @@ def load_suite(path: str | Path, results_dir: str | Path | None = None) -> Suite
         if s.needs and s.needs.get("stage") not in names[: names.index(s.name)]:
             raise InvalidData(f"stage '{s.name}' needs '{s.needs.get('stage')}', which is not an earlier stage")
     suite = Suite(
-        name=raw.get("name", path.stem), stages=stages, datasets=raw.get("datasets", {}) or {},
-        tables=raw.get("tables", []) or [], plots=raw.get("plots", []) or [], workers=int(raw.get("workers", 1)),
+        name=_plain_name(raw.get("name", path.stem), f"the name of suite '{path.name}'"), stages=stages,
+        datasets=raw.get("datasets", {}) or {}, tables=raw.get("tables", []) or [], plots=raw.get("plots", []) or [],
+        workers=_number(raw.get("workers", 1), f"'workers' of suite '{path.name}'", int),
         results_dir=Path(results_dir or raw.get("results_dir", "evaluation/results")),
         description=raw.get("description", ""), path=path,
     )
@@ -132,6 +155,7 @@ def check_suite(suite: Suite, suite_file: str = "") -> None:
     if not isinstance(suite.datasets, dict) or not all(isinstance(v, dict) for v in suite.datasets.values()):
         raise InvalidData(f"{where_suite}: 'datasets' must map names to specs (mappings)")
     for name, spec in suite.datasets.items():
+        _plain_name(name, f"{where_suite}: dataset name")
         if "split_of" in spec:
             if spec["split_of"] not in suite.datasets:
                 raise InvalidData(f"dataset '{name}' is a split of '{spec['split_of']}', which is not declared")
@@ -179,6 +203,7 @@ def check_suite(suite: Suite, suite_file: str = "") -> None:
             raise InvalidData(f"{where_suite}: '{what}s' must be a list of mappings")
         for spec in specs:
             label = f"{what} '{spec.get('name', '?')}'"
+            _plain_name(spec.get("name"), f"{where_suite}: the name of a {what}")
             if what == "plot" and spec.get("type") not in PLOT_TYPES:
                 raise InvalidData(f"{label}: unknown plot type '{spec.get('type')}': use {', '.join(PLOT_TYPES)}")
             if "stage" in spec and spec["stage"] not in by_name:
@@ -212,8 +237,9 @@ def _stage(s: dict[str, Any], i: int, defaults: dict[str, Any], suite_file: str)
     if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
         raise InvalidData(f"'cases' of stage '{s.get('name', s['kind'])}' must be a list of mappings")
     return Stage(kind=s["kind"], grid=grid, params=deep_merge(defaults, s.get("params") or {}), needs=s.get("needs"),
-                 name=s.get("name", s["kind"]), cases=cases, cpus=float(s.get("cpus", 1)),
-                 group=max(1, int(s.get("group", 4))))
+                 name=s.get("name", s["kind"]), cases=cases,
+                 cpus=_number(s.get("cpus", 1), f"{label}: 'cpus'", float),
+                 group=max(1, _number(s.get("group", 4), f"{label}: 'group'", int)))
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
