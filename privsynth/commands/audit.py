@@ -78,32 +78,35 @@ def _load_synth(path: str):
 
 
 def _load_npz(path: Path, flag: str):
-    """A ``.npz``: the benchmark's cache (arrays + info) or ``privsynth datasets export`` / D4RL-style arrays."""
-    import zipfile
+    """A ``.npz``: the benchmark's cache (arrays + info) or ``privsynth datasets export`` / D4RL-style arrays.
 
-    import numpy as np
+    Read through :func:`privsynth.data.safe_files.load_npz`: each array's declared size is checked against what the
+    file stores before anything is allocated, and nothing is unpickled; a bad file is one :class:`InvalidData` line."""
+    import json
 
     from privsynth.data.d4rl_arrays import D4RL_KEYS, from_d4rl_arrays
-    from privsynth.data.dataset import DatasetInfo
+    from privsynth.data.dataset import ARRAY_FIELDS, DatasetInfo, OfflineDataset
+    from privsynth.data.safe_files import load_npz
+    from privsynth.errors import PrivsynthError
 
+    label = f"{flag} {path}"
+    arrays = load_npz(path, what=label)
+    wanted = ARRAY_FIELDS if "info" in arrays else D4RL_KEYS
+    missing = [k for k in wanted if k not in arrays]
+    if missing:
+        raise InvalidData(f"{label} lacks the arrays {', '.join(missing)} (expected a `privsynth datasets export` "
+                          "file: observations, actions, rewards, next_observations, terminals, timeouts, episode_ids)")
     try:
-        with np.load(path, allow_pickle=False) as z:
-            files = set(z.files)
-            if "info" in files:
-                from privsynth.evaluation.bench.sources import load_dataset_file
-
-                return load_dataset_file(path)
-            missing = [k for k in D4RL_KEYS if k not in files]
-            if missing:
-                raise InvalidData(f"{flag} {path} lacks the arrays {', '.join(missing)} (expected a `privsynth "
-                                  "datasets export` file: observations, actions, rewards, next_observations, "
-                                  "terminals, timeouts, episode_ids)")
-            arrays = {k: z[k] for k in files if k in D4RL_KEYS + ("timeouts", "episode_ids")}
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
-        if isinstance(exc, InvalidData):
-            raise
-        raise InvalidData(f"{flag} {path} cannot be read as an .npz dataset: {exc}") from None
-    return from_d4rl_arrays(arrays, DatasetInfo(name=path.stem))
+        if "info" in arrays:  # the benchmark's cache: every array and the info as JSON
+            info = DatasetInfo.from_dict(json.loads(str(arrays["info"])))
+            return OfflineDataset(**{k: arrays[k] for k in ARRAY_FIELDS}, info=info)
+        return from_d4rl_arrays({k: v for k, v in arrays.items() if k in D4RL_KEYS + ("timeouts", "episode_ids")},
+                                DatasetInfo(name=path.stem))
+    except PrivsynthError as exc:
+        raise InvalidData(f"{label} cannot be read as a dataset: {exc}") from None
+    except (ValueError, TypeError, RecursionError) as exc:  # the info is not JSON, an array of the wrong kind
+        raise InvalidData(f"{label} cannot be read as a dataset ({type(exc).__name__}: "
+                          f"{(str(exc).splitlines() or [''])[0][:120]})") from None
 
 
 def _load_records(ref: str, flag: str = "dataset"):

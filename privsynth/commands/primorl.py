@@ -126,29 +126,85 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_run(path: Path):
-    from privsynth.data.dataset import DatasetInfo
+def _read_run_config(path: Path) -> dict:
+    """The ``config.json`` of a run directory, checked part by part: someone else's file, so a damaged one is one
+    :class:`InvalidData` line naming it."""
     from privsynth.errors import InvalidData
+
+    file = path / "config.json"
+    if not file.is_file():
+        raise InvalidData(f"{path} holds no config.json; give a directory written by `privsynth primorl train`")
+    try:
+        conf = json.loads(file.read_text())
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise InvalidData(f"{file} is not readable JSON ({type(exc).__name__})") from None
+    if not isinstance(conf, dict):
+        raise InvalidData(f"{file} is not a JSON object of settings")
+    for key in ("obs_dim", "act_dim"):
+        value = conf.get(key)
+        if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+            raise InvalidData(f"{file}: '{key}' must be a positive whole number, got {value!r:.60}")
+    for key in ("ensemble", "pessimism", "sac", "env"):
+        if not isinstance(conf.get(key), dict):
+            raise InvalidData(f"{file}: '{key}' is missing or not a mapping of settings")
+    return conf
+
+
+def _load_run(path: Path):
+    from privsynth.config_io import config_from_dict
+    from privsynth.data.dataset import DatasetInfo
+    from privsynth.errors import InvalidData, PrivsynthError
     from privsynth.methods.checkpoint import load_state_dict_file
     from privsynth.methods.primorl.dynamics import EnsembleConfig, GaussianEnsemble
     from privsynth.methods.primorl.pessimistic_mdp import PessimismConfig, PessimisticMDP
     from privsynth.methods.primorl.pipeline import public_env_info
-    from privsynth.methods.primorl.sac import SACPolicy
+    from privsynth.methods.primorl.sac import SACConfig, SACPolicy
     from privsynth.privacy.guard import LEDGER_FILE
     from privsynth.privacy.ledger import Ledger
+    from privsynth.synth.base import check_weights_fit
 
-    if not (path / "config.json").is_file():
-        raise InvalidData(f"{path} holds no config.json; give a directory written by `privsynth primorl train`")
-    conf = json.loads((path / "config.json").read_text())
-    ens = conf["ensemble"]
-    ens_cfg = EnsembleConfig(**{**ens, "hidden": tuple(ens["hidden"]), "weight_decay": tuple(ens["weight_decay"])})
-    model = GaussianEnsemble(conf["obs_dim"], conf["act_dim"], ens_cfg)
-    model.load_state_dict(load_state_dict_file(path / "model.pt"))
-    info = public_env_info(DatasetInfo.from_dict(conf["env"]))
-    mdp = PessimisticMDP.for_env(model, info, PessimismConfig(**conf["pessimism"]))
-    policy = SACPolicy(mdp.obs_dim, mdp.act_dim, mdp.act_low, mdp.act_high, tuple(conf["sac"]["hidden"]))
-    policy.load_state_dict(load_state_dict_file(path / "policy.pt"))
-    return info, mdp, policy, Ledger.from_json((path / LEDGER_FILE).read_text())
+    conf = _read_run_config(path)
+    file, obs_dim, act_dim = path / "config.json", conf["obs_dim"], conf["act_dim"]
+    try:
+        ens_cfg = config_from_dict(EnsembleConfig, conf["ensemble"], where="ensemble")
+        pessimism = config_from_dict(PessimismConfig, conf["pessimism"], where="pessimism")
+        hidden = config_from_dict(SACConfig, conf["sac"], where="sac").hidden
+        env = DatasetInfo.from_dict(conf["env"])
+    except InvalidData as exc:
+        raise InvalidData(f"{file}: {exc}") from None
+    # the weights must be those of the networks the settings make, checked on the meta device before allocating
+    model_state = load_state_dict_file(path / "model.pt")
+    check_weights_fit(lambda: {"model": GaussianEnsemble(obs_dim, act_dim, ens_cfg)}, {"model": model_state},
+                      f"{path / 'model.pt'} does not fit {file}", conf["ensemble"])
+    model = GaussianEnsemble(obs_dim, act_dim, ens_cfg)
+    model.load_state_dict(model_state)
+    info = public_env_info(env)
+    try:
+        mdp = PessimisticMDP.for_env(model, info, pessimism)
+    except PrivsynthError:
+        raise
+    except (AttributeError, TypeError, ValueError, RuntimeError) as exc:  # a discrete or odd space: not a PriMORL env
+        raise InvalidData(f"{file}: environment '{info.env_id}' does not fit a PriMORL run ({type(exc).__name__})") \
+            from None
+    if tuple(mdp.obs_low.shape) != (obs_dim,) or tuple(mdp.act_low.shape) != (act_dim,):
+        raise InvalidData(f"{file}: obs/action dims {obs_dim}/{act_dim} are not those of environment "
+                          f"'{info.env_id}' ({tuple(mdp.obs_low.shape)}/{tuple(mdp.act_low.shape)})")
+    policy_state = load_state_dict_file(path / "policy.pt")
+    make_policy = lambda: SACPolicy(obs_dim, act_dim, mdp.act_low, mdp.act_high, hidden)  # noqa: E731
+    check_weights_fit(lambda: {"policy": make_policy()}, {"policy": policy_state},
+                      f"{path / 'policy.pt'} does not fit {file}", conf["sac"])
+    policy = make_policy()
+    policy.load_state_dict(policy_state)
+    ledger_file = path / LEDGER_FILE
+    if not ledger_file.is_file():
+        raise InvalidData(f"{path} holds no {LEDGER_FILE}; give a directory written by `privsynth primorl train`")
+    try:
+        ledger = Ledger.from_json(ledger_file.read_text())
+    except UnicodeDecodeError:
+        raise InvalidData(f"{ledger_file} is not a text (JSON) ledger") from None
+    except InvalidData as exc:
+        raise InvalidData(f"{ledger_file}: {exc}") from None
+    return info, mdp, policy, ledger
 
 
 def _generate(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ import argparse
 import json
 from pathlib import Path
 
-from privsynth.errors import PrivacyError
+from privsynth.errors import InvalidData, PrivacyError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -127,7 +127,11 @@ def _card(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise PrivacyError(f"no ledger at {path} (pass a ledger file, a folder holding {LEDGER_FILE}, a Minari "
                            "dataset folder or a local dataset id)")
-    ledger = Ledger.from_json(path.read_text())
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise InvalidData(f"{path} is not a ledger (not UTF-8 text)") from None
+    ledger = Ledger.from_json(text)
     print(json.dumps(ledger.card(), indent=2) if args.json else ledger.render_markdown())
     return 0
 

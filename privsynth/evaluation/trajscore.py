@@ -149,15 +149,44 @@ class TrajEncoder(nn.Module):
 
     @classmethod
     def load(cls, path: str | Path) -> "TrajEncoder":
-        blob = torch.load(Path(path), map_location="cpu", weights_only=True)
-        cfg = TrajScoreConfig(**blob["config"])
-        row_dim, obs_dim, act_dim = blob["dims"]
-        source = blob["normalizer_source"]
-        enc = cls(Normalizer(row_dim, source=source), Normalizer(row_dim, source=source), cfg, row_dim, obs_dim, act_dim)
-        enc.load_state_dict(blob["state_dict"], strict=False)
-        missing = set(k for k, v in enc.state_dict().items() if isinstance(v, torch.Tensor)) - set(blob["state_dict"])
-        if missing:
-            raise InvalidData(f"TrajScore encoder file {path} lacks {sorted(missing)}")
+        """Inverse of :meth:`save`. The file is read as data (tensors and plain types, never unpickled) and checked
+        part by part; a damaged or hostile file is one :class:`InvalidData` line naming it."""
+        from privsynth.config_io import config_from_dict
+        from privsynth.synth.base import check_weights_fit
+        from privsynth.synth.checkpoint import load_weights_only
+
+        path = Path(path)
+        if not path.is_file():
+            raise InvalidData(f"no TrajScore encoder file at {path}")
+        blob = load_weights_only(path)  # refuses pickled objects and names a damaged file
+        damaged = f"{path} is not a TrajScore encoder file"
+        if not isinstance(blob, dict) or not isinstance(blob.get("config"), dict):
+            raise InvalidData(f"{damaged}: it holds no 'config' mapping")
+        dims = blob.get("dims")
+        if not (isinstance(dims, (list, tuple)) and len(dims) == 3
+                and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims)):
+            raise InvalidData(f"{damaged}: 'dims' must be three positive whole numbers, got {dims!r:.60}")
+        row_dim, obs_dim, act_dim = dims
+        if row_dim != 2 * obs_dim + act_dim + 1:
+            raise InvalidData(f"{damaged}: its row width {row_dim} is not that of {obs_dim}/{act_dim} obs/action dims")
+        source = blob.get("normalizer_source")
+        if not isinstance(source, str):
+            raise InvalidData(f"{damaged}: 'normalizer_source' is not a string")
+        try:
+            cfg = config_from_dict(TrajScoreConfig, blob["config"])
+        except InvalidData as exc:
+            raise InvalidData(f"{damaged}: {exc}") from None
+        if cfg.window < 2:
+            raise InvalidData(f"{damaged}: its window must be at least 2 transitions, got {cfg.window}")
+
+        def build() -> dict[str, Any]:
+            return {"encoder": cls(Normalizer(row_dim, source=source), Normalizer(row_dim, source=source), cfg,
+                                   row_dim, obs_dim, act_dim)}
+
+        state = blob.get("state_dict")
+        check_weights_fit(build, {"encoder": state}, damaged)  # on the meta device, before allocating
+        enc = build()["encoder"]
+        enc.load_state_dict(state, strict=False)  # every tensor is there (checked); the normalisers' source is not
         return enc.eval()
 
 

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from privsynth.errors import PrivacyError
+from privsynth.errors import InvalidData, PrivacyError
 from privsynth.privacy import accounting as acc
 from privsynth.privacy.events import (  # events live in their own module; re-exported here, where callers look
     NO_NOISE,
@@ -166,10 +166,17 @@ class Ledger:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Ledger":
         """Read a ledger back. Events are not re-checked (:meth:`append`), so ledgers written before every event
-        carried a noise tag still load; such an event makes the ledger not private (:attr:`reproducible_noise`)."""
+        carried a noise tag still load; such an event makes the ledger not private (:attr:`reproducible_noise`).
+
+        ``data`` is read from a file: a part of the wrong type is one :class:`InvalidData` line naming it."""
+        if not isinstance(data, dict):
+            raise InvalidData(f"a ledger must be a JSON object, not {type(data).__name__}")
+        for key, kind in _LEDGER_FIELDS.items():
+            if key in data and not kind(data[key]):
+                raise InvalidData(f"ledger field '{key}' has a value of the wrong type: {_short(data[key])}")
         fields = {f.name for f in dataclasses.fields(cls)} - {"events"}
         ledger = cls(**{k: v for k, v in data.items() if k in fields})
-        ledger.events = [LedgerEvent.from_dict(ev) for ev in data.get("events", [])]
+        ledger.events = [_event(ev, i) for i, ev in enumerate(data.get("events", []))]
         return ledger
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -181,6 +188,8 @@ class Ledger:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise PrivacyError(f"ledger is not valid JSON: {exc.msg}") from None
+        except (RecursionError, TypeError, ValueError) as exc:  # nested past Python's limit, or not text
+            raise InvalidData(f"ledger is not readable JSON ({type(exc).__name__})") from None
         return cls.from_dict(data)
 
     # --------------------------------------------------------------------------------------------------- card
@@ -248,6 +257,65 @@ class Ledger:
             if note != c.get("not_dp"):
                 lines.append(f"\n{note}")
         return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------------ reading from files
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _strings(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+_LEDGER_FIELDS = {"unit": lambda v: isinstance(v, str), "accountant": lambda v: isinstance(v, str), "delta": _number,
+                  "neighbouring": lambda v: v is None or isinstance(v, str), "public_data": _strings,
+                  "treated_as_public": _strings, "notes": _strings,
+                  "events": lambda v: isinstance(v, list) and all(isinstance(e, dict) for e in v)}
+_EVENT_FIELDS = {"name": lambda v: isinstance(v, str), "mechanism": lambda v: isinstance(v, str),
+                 "epsilon": lambda v: v is None or _number(v), "delta": _number,
+                 "params": lambda v: isinstance(v, dict), "dp_event": lambda v: v is None or isinstance(v, dict)}
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_dp_event(ev: Any) -> None:
+    """Every field of a dp-accounting event read from a file is a number of the field's kind (a whole number where
+    it counts, a probability at most 1, none negative or NaN) or a nested event: the accountants take it as given."""
+    import attr
+    import dp_accounting as dpa
+
+    for f in attr.fields(type(ev)):
+        value = getattr(ev, f.name)
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if isinstance(item, dpa.DpEvent):
+                _check_dp_event(item)
+            elif not _number(item) or not item >= 0 or (f.type is int and not isinstance(item, int)) or (
+                    "probability" in f.name and item > 1):
+                raise InvalidData(f"its dp_event's '{f.name}' is not a valid value: {_short(item)}")
+
+
+def _event(data: dict[str, Any], i: int) -> LedgerEvent:
+    """Event ``i`` of a ledger read from a file, or one :class:`InvalidData` line naming what is wrong."""
+    where = f"ledger event {i}"
+    for key, kind in _EVENT_FIELDS.items():
+        if (key in data or key in ("name", "mechanism")) and not kind(data.get(key)):
+            raise InvalidData(f"{where}: field '{key}' is missing or of the wrong type: {_short(data.get(key))}")
+    try:
+        event = LedgerEvent.from_dict(data)
+        if event.dp_event is not None:
+            _check_dp_event(event.dp_event)
+    except InvalidData as exc:
+        raise InvalidData(f"{where}: {exc}") from None
+    except PrivacyError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as exc:
+        raise InvalidData(f"{where} has a malformed dp_event ({type(exc).__name__}: {_short(str(exc))})") from None
+    return event
 
 
 def _fmt(v: Any) -> str:

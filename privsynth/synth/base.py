@@ -10,18 +10,71 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 from privsynth.config_io import config_to_dict
 from privsynth.data.dataset import OfflineDataset, environment_facts
 from privsynth.data.normalize import refuse_sensitive
-from privsynth.errors import InvalidData, PrivacyError, SpaceMismatch
+from privsynth.errors import InvalidData, PrivacyError, PrivsynthError, SpaceMismatch
 from privsynth.synth.checkpoint import atomic_torch_save
 
-__all__ = ["Synthesizer", "NetworkSynthesizer", "Unit"]
+__all__ = ["Synthesizer", "NetworkSynthesizer", "Unit", "check_weights_fit"]
 
 Unit = Literal["transition", "trajectory"]
+_LAYER_COUNTS = ("depth", "generator_layers", "discriminator_layers")  # settings that count layers (Python objects)
 
+
+def check_weights_fit(build: Callable[[], dict[str, Any]], stored: dict[str, Any], what: str,
+                      settings: Any = None) -> None:
+    """Refuse, in one :class:`InvalidData` line starting with ``what``, weights read from a file that are not exactly
+    those of the networks its ``settings`` make, before any of those networks is allocated.
+
+    ``build()`` makes the networks and returns them by part name, on torch's meta device (shapes without memory: a
+    10^7-wide or negative width costs nothing). ``stored`` maps the part names to the file's name-to-tensor mappings:
+    every name must be there with the built shape and kind (floating or not), and the networks may hold little more
+    than the file (buffers it does not store). Lists and layer counts in ``settings`` may not exceed the number of
+    stored tensors (each layer stores one; depth 10^9 would take hours to build even on the meta device)."""
+    import torch
+
+    if not all(isinstance(sd, dict) and all(isinstance(v, torch.Tensor) for v in sd.values())
+               for sd in stored.values()):
+        raise InvalidData(f"{what}: its weights are not mappings of names to tensors")
+    n_tensors = sum(len(sd) for sd in stored.values())
+    nodes = [settings]
+    while nodes:
+        node = nodes.pop()
+        for key, value in node.items() if isinstance(node, dict) else ():
+            counted = key in _LAYER_COUNTS and isinstance(value, int)
+            big = len(value) if isinstance(value, (list, tuple)) else value if counted else 0
+            if big > n_tensors:
+                raise InvalidData(f"{what}: setting '{key}' asks for {big} layers; the file holds {n_tensors} tensors")
+            nodes.append(value)
+    try:
+        with torch.device("meta"):
+            built = build()
+        want = {part: {k: (tuple(v.shape), v.is_floating_point()) for k, v in m.state_dict().items()
+                       if isinstance(v, torch.Tensor)} for part, m in built.items()}  # not a module's extra state
+        size = sum(t.numel() for m in built.values() for t in (*m.parameters(), *m.buffers()))
+    except PrivsynthError:
+        raise
+    except (RuntimeError, ValueError, TypeError, OverflowError, ZeroDivisionError, IndexError, KeyError,
+            AttributeError, AssertionError, NotImplementedError) as exc:
+        text = (str(exc).strip().splitlines() or [""])[0][:120]
+        raise InvalidData(f"{what}: its settings make no network ({type(exc).__name__}: {text})") from None
+    for part, shapes in want.items():
+        got = {k: (tuple(v.shape), v.is_floating_point()) for k, v in stored[part].items()}
+        name = next((k for k in sorted({*shapes, *got}) if shapes.get(k) != got.get(k)), None)
+        if name is None:
+            continue
+        if name not in got or name not in shapes:
+            detail = f"it lacks '{name}'" if name not in got else f"its settings make no '{name}'"
+        elif got[name][0] != shapes[name][0]:
+            detail = f"'{name}' has shape {got[name][0]} but its settings make {shapes[name][0]}"
+        else:
+            detail = f"'{name}' holds {'' if got[name][1] else 'non-'}floating-point numbers, unlike its network"
+        raise InvalidData(f"{what}: the '{part}' weights do not fit its settings: {detail}")
+    if size > 2 * sum(v.numel() for sd in stored.values() for v in sd.values()) + (1 << 24):  # unstored masks
+        raise InvalidData(f"{what}: its settings make networks of {size} numbers, far more than the file holds")
 
 
 def _card_phase(phase: dict[str, Any]) -> dict[str, Any]:
@@ -208,7 +261,10 @@ class NetworkSynthesizer(Synthesizer):
 
         if state["normalizer"] is not None:  # its own class: a Δs normaliser stays one
             self.normalizer = restore_normalizer(state["normalizer"])
-        self._build(*state["dims"], DatasetInfo.from_dict(state["template"] or {}))
+        template = DatasetInfo.from_dict(state["template"] or {})
+        build = lambda: self._build(*state["dims"], template) or {"ema": self.ema.shadow}  # noqa: E731
+        check_weights_fit(build, {"ema": state["ema"]}, "the checkpoint is damaged", state["config"])  # meta device
+        build()  # the weights fit its settings: the network is no larger than the file
         assert self.model is not None and self.ema is not None
         as_float = lambda sd: {k: v.float() if v.is_floating_point() else v for k, v in sd.items()}  # noqa: E731
         ema_state = as_float(state["ema"])

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from privsynth.data.dataset import OfflineDataset
-from privsynth.errors import InvalidData, PrivacyError
+from privsynth.errors import InvalidData, PrivacyError, PrivsynthError
 from privsynth.config_io import override
 from privsynth.synth.base import Synthesizer
 
@@ -242,10 +242,30 @@ def name_of(synth: Synthesizer) -> str:
 def load(path: str | Path) -> Synthesizer:
     """Load any registered synthesizer's checkpoint; the format tag inside the file decides which class reads it.
 
-    Files are read as data (JSON, or torch tensors and plain types with ``weights_only=True``), never unpickled."""
+    Files are read as data (JSON, or torch tensors and plain types with ``weights_only=True``), never unpickled. A
+    damaged or hostile file is one :class:`InvalidData` line naming it (privacy errors pass unchanged)."""
+    path = Path(path)
+    try:
+        return _load(path)
+    except PrivacyError:
+        raise
+    except PrivsynthError as exc:
+        if str(path) in str(exc):
+            raise
+        try:
+            named = type(exc)(f"cannot load {path}: {exc}")
+        except Exception:  # noqa: BLE001 - a plug-in's error class with another signature
+            named = InvalidData(f"cannot load {path}: {exc}")
+        raise named from None
+    except Exception as exc:  # noqa: BLE001 - torch and the loaders raise many types for a damaged file
+        text = (str(exc).strip().splitlines() or [""])[0][:120]
+        raise InvalidData(f"cannot read checkpoint {path}: damaged, or not a privsynth checkpoint "
+                          f"({type(exc).__name__}: {text})") from None
+
+
+def _load(path: Path) -> Synthesizer:
     from privsynth.synth.checkpoint import load_weights_only
 
-    path = Path(path)
     if not path.exists():
         raise InvalidData(f"no synthesizer checkpoint at {path}")
     head = b""

@@ -329,17 +329,36 @@ class PATEGANSynthesizer(BaselineSynthesizer):
 
     @classmethod
     def load(cls, path: str | Path) -> "PATEGANSynthesizer":
+        """Inverse of :meth:`save`. The file is read as data and checked part by part (one :class:`InvalidData`
+        line naming it); the networks are built only once the stored weights are known to fit the config."""
+        from privsynth.synth.base import check_weights_fit
+
         state = load_weights_only(path)
-        if state.get("synthesizer") not in ("pategan", "prepategan"):
+        if not isinstance(state, dict) or state.get("synthesizer") not in ("pategan", "prepategan"):
             raise InvalidData(f"{path} is not a PATE-GAN checkpoint")
+        damaged = f"{path} is a damaged PATE-GAN checkpoint"
+        dims = state.get("dims")
+        if not (isinstance(dims, (list, tuple)) and len(dims) == 2
+                and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims)):
+            raise InvalidData(f"{damaged}: 'dims' must be two positive whole numbers, got {dims!r:.60}")
+        if not all(isinstance(state.get(k, []), list) for k in ("public_data", "history")) or not all(
+                isinstance(h, dict) for h in state.get("history", [])):
+            raise InvalidData(f"{damaged}: 'public_data' and 'history' must be lists (of names, of mappings)")
+        for key in ("template", "ledger"):
+            if state.get(key) is not None and not isinstance(state[key], dict):
+                raise InvalidData(f"{damaged}: '{key}' is not a mapping")
+        weights = {k: state.get(k) for k in ("generator", "discriminator")}
         klass = PrePATEGANSynthesizer if state["synthesizer"] == "prepategan" else PATEGANSynthesizer
-        synth = klass(config_from_dict(PATEGANConfig, state["config"]))
+        synth = klass(config_from_dict(PATEGANConfig, state.get("config")))
         synth._restore_base(state)
+        built = lambda: synth._build() or {"generator": synth.generator, "discriminator": synth.discriminator}  # noqa
+        check_weights_fit(built, weights, damaged, state["config"])  # on the meta device, before allocating
         synth._build()
-        synth.generator.load_state_dict(state["generator"])
-        if state.get("discriminator") is not None:
-            synth.discriminator.load_state_dict(state["discriminator"])
-        synth.normalizer = Normalizer.from_dict(state["normalizer"])
+        synth.generator.load_state_dict(weights["generator"])
+        synth.discriminator.load_state_dict(weights["discriminator"])
+        synth.normalizer = Normalizer.from_dict(state.get("normalizer"))
+        if synth.normalizer.dim != synth.dim:
+            raise InvalidData(f"{damaged}: its normaliser has {synth.normalizer.dim} columns, its rows {synth.dim}")
         return synth
 
 
