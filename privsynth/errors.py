@@ -32,3 +32,14 @@ class BudgetExceeded(PrivacyError):
 
 class UnsafeCheckpoint(InvalidData):
     """A checkpoint file that holds pickled objects other than tensors and plain data (loading it could run code)."""
+
+
+def naming_file(exc: PrivsynthError, path: object) -> PrivsynthError:
+    """``exc`` with the file it came from named in front (same class), unless its message names it already; for
+    readers whose inner checks do not know the path."""
+    if str(path) in str(exc):
+        return exc
+    try:
+        return type(exc)(f"cannot load {path}: {exc}")
+    except Exception:  # noqa: BLE001 - a subclass with another constructor signature
+        return InvalidData(f"cannot load {path}: {exc}")

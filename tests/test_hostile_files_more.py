@@ -349,3 +349,13 @@ def test_privacy_card_of_a_binary_file_is_one_line(tmp_path, capsys):
     assert main(["privacy", "card", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not a ledger (not UTF-8 text)" in err[0], err
+
+
+def test_the_release_path_reader_names_the_damaged_file_too(checkpoints, tmp_path):
+    """release.checks.load_synthesizer (sample --model, resumes) passed the reader's own message, without the path."""
+    from privsynth.release.checks import load_synthesizer
+
+    path = _write(tmp_path, checkpoints["privorl-n"], _set_weight("ema", "net.noise_mlp.0.weight", torch.zeros(3, 3)))
+    with pytest.raises(InvalidData, match="has shape") as err:
+        load_synthesizer(path)
+    assert str(path) in str(err.value) and "\n" not in str(err.value)

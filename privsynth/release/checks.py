@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from privsynth.data.dataset import OfflineDataset
-from privsynth.errors import InvalidData, PrivsynthError, SpaceMismatch
+from privsynth.errors import InvalidData, PrivacyError, PrivsynthError, SpaceMismatch, naming_file
 from privsynth.synth.transition import TransitionSynthesizer
 
 __all__ = ["as_dataset", "check_release_request", "check_public", "check_model_fits", "record_dp_request",
@@ -76,8 +76,13 @@ def load_synthesizer(path: str | Path) -> TransitionSynthesizer:
     """:meth:`TransitionSynthesizer.load` with one clear error naming a corrupted or truncated file."""
     try:
         return TransitionSynthesizer.load(path)
-    except PrivsynthError:
+    except PrivacyError:
         raise
+    except PrivsynthError as exc:  # a check inside the checkpoint reader, which does not know the file's name
+        named = naming_file(exc, path)
+        if named is exc:
+            raise
+        raise named from None
     except Exception as exc:  # noqa: BLE001 - torch/pickle raise many types for a damaged file
         raise InvalidData(
             f"cannot read checkpoint {path}: corrupted or truncated ({type(exc).__name__}); delete it or rerun "

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from privsynth.data.dataset import OfflineDataset
-from privsynth.errors import InvalidData, PrivacyError, PrivsynthError
+from privsynth.errors import InvalidData, PrivacyError, PrivsynthError, naming_file
 from privsynth.config_io import override
 from privsynth.synth.base import Synthesizer
 
@@ -250,12 +250,9 @@ def load(path: str | Path) -> Synthesizer:
     except PrivacyError:
         raise
     except PrivsynthError as exc:
-        if str(path) in str(exc):
+        named = naming_file(exc, path)
+        if named is exc:
             raise
-        try:
-            named = type(exc)(f"cannot load {path}: {exc}")
-        except Exception:  # noqa: BLE001 - a plug-in's error class with another signature
-            named = InvalidData(f"cannot load {path}: {exc}")
         raise named from None
     except Exception as exc:  # noqa: BLE001 - torch and the loaders raise many types for a damaged file
         text = (str(exc).strip().splitlines() or [""])[0][:120]
