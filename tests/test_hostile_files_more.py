@@ -4,10 +4,8 @@ PrivsynthError; the CLI exits 2), never a traceback or a huge allocation (docs/D
 from __future__ import annotations
 
 import copy
-import io
 import json
 import pickle
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +13,7 @@ import pytest
 import torch
 
 from conftest import make_toy_dataset
+from test_review_hostile_files import _npz_declaring
 from privsynth.cli import main
 from privsynth.data import minari_io
 from privsynth.data.dataset import DatasetInfo
@@ -297,21 +296,6 @@ def test_primorl_run_folder_without_a_ledger_is_one_line(run_dir, capsys):
 
 
 # ------------------------------------------------------------------------------ audit record files (item 5)
-def _npz_declaring(path: Path, arrays: dict[str, np.ndarray], key: str, shape: tuple[int, ...]) -> None:
-    """A .npz whose member ``key`` declares ``shape`` in its header but holds a few bytes."""
-    members = {}
-    for k, v in arrays.items():
-        buf = io.BytesIO()
-        np.lib.format.write_array(buf, v)
-        members[k] = buf.getvalue()
-    buf = io.BytesIO()
-    np.lib.format.write_array_header_1_0(buf, {"descr": "<f4", "fortran_order": False, "shape": shape})
-    members[key] = buf.getvalue() + b"\0" * 64
-    with zipfile.ZipFile(path, "w") as zf:
-        for k, v in members.items():
-            zf.writestr(f"{k}.npy", v)
-
-
 def _audit(tmp_path: Path, members: Path) -> int:
     non_members = _save_records(tmp_path / "non.npz", 1)
     return main(["audit", "--members", str(members), "--non-members", str(non_members), "--checkpoint",

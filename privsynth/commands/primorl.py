@@ -129,17 +129,13 @@ def _train(args: argparse.Namespace) -> int:
 def _read_run_config(path: Path) -> dict:
     """The ``config.json`` of a run directory, checked part by part: someone else's file, so a damaged one is one
     :class:`InvalidData` line naming it."""
+    from privsynth.data.safe_files import read_json_object
     from privsynth.errors import InvalidData
 
     file = path / "config.json"
     if not file.is_file():
         raise InvalidData(f"{path} holds no config.json; give a directory written by `privsynth primorl train`")
-    try:
-        conf = json.loads(file.read_text())
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise InvalidData(f"{file} is not readable JSON ({type(exc).__name__})") from None
-    if not isinstance(conf, dict):
-        raise InvalidData(f"{file} is not a JSON object of settings")
+    conf = read_json_object(file)
     for key in ("obs_dim", "act_dim"):
         value = conf.get(key)
         if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
@@ -153,6 +149,7 @@ def _read_run_config(path: Path) -> dict:
 def _load_run(path: Path):
     from privsynth.config_io import config_from_dict
     from privsynth.data.dataset import DatasetInfo
+    from privsynth.data.safe_files import read_text
     from privsynth.errors import InvalidData, PrivsynthError
     from privsynth.methods.checkpoint import load_state_dict_file
     from privsynth.methods.primorl.dynamics import EnsembleConfig, GaussianEnsemble
@@ -199,9 +196,7 @@ def _load_run(path: Path):
     if not ledger_file.is_file():
         raise InvalidData(f"{path} holds no {LEDGER_FILE}; give a directory written by `privsynth primorl train`")
     try:
-        ledger = Ledger.from_json(ledger_file.read_text())
-    except UnicodeDecodeError:
-        raise InvalidData(f"{ledger_file} is not a text (JSON) ledger") from None
+        ledger = Ledger.from_json(read_text(ledger_file))
     except InvalidData as exc:
         raise InvalidData(f"{ledger_file}: {exc}") from None
     return info, mdp, policy, ledger

@@ -127,11 +127,9 @@ def _card(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise PrivacyError(f"no ledger at {path} (pass a ledger file, a folder holding {LEDGER_FILE}, a Minari "
                            "dataset folder or a local dataset id)")
-    try:
-        text = path.read_text()
-    except UnicodeDecodeError:
-        raise InvalidData(f"{path} is not a ledger (not UTF-8 text)") from None
-    ledger = Ledger.from_json(text)
+    from privsynth.data.safe_files import read_text
+
+    ledger = Ledger.from_json(read_text(path, f"{path}, not a ledger"))
     print(json.dumps(ledger.card(), indent=2) if args.json else ledger.render_markdown())
     return 0
 

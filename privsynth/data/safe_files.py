@@ -1,4 +1,5 @@
-"""Reading array files made by others (``.npz`` archives, HDF5 files) as data, with a size check before any allocation.
+"""Reading files made by others as data: array files (``.npz`` archives, HDF5 files) with a size check before any
+allocation, and text / JSON files (cards, configs, ledgers, records) with one line for a damaged one.
 
 numpy and h5py allocate the shape an array *declares* before reading its bytes: a ``.npz`` member or an HDF5 dataset
 of a few bytes that declares 10^11 rows asks for terabytes (a ``MemoryError`` traceback, or the machine swapping).
@@ -8,14 +9,16 @@ refuse the file in one line (:class:`~privsynth.errors.InvalidData`) before read
 """
 from __future__ import annotations
 
+import json
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from privsynth.errors import InvalidData
 
-__all__ = ["load_npz", "check_npz", "check_hdf5_sizes"]
+__all__ = ["load_npz", "check_npz", "check_hdf5_sizes", "read_text", "read_json", "read_json_object"]
 
 # deflate expands at most ~1032x; anything claiming more was not written by numpy (or is a compression bomb)
 _MAX_RATIO = 1100
@@ -120,3 +123,32 @@ def check_hdf5_sizes(path: str | Path, what: str | None = None) -> None:
         raise InvalidData(f"cannot read {label}: {exc}") from None
     if bad:
         raise InvalidData(f"cannot read {label}: {bad[0]}")
+
+
+def read_text(path: str | Path, what: str | None = None) -> str:
+    """A text file's contents; a file that cannot be read or is not UTF-8 is one :class:`InvalidData` line."""
+    try:
+        return Path(path).read_text()
+    except UnicodeDecodeError:
+        raise InvalidData(f"cannot read {what or path} (not UTF-8 text)") from None
+    except OSError as exc:
+        raise InvalidData(f"cannot read {what or path} ({exc.strerror or exc})") from None
+
+
+def read_json(path: str | Path, what: str | None = None) -> Any:
+    """A JSON file's value; unreadable, non-UTF-8, malformed or too deeply nested JSON is one :class:`InvalidData`
+    line naming ``what`` (default: the path)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise InvalidData(f"cannot read {what or path}: not readable JSON ({type(exc).__name__})") from None
+    except OSError as exc:
+        raise InvalidData(f"cannot read {what or path} ({exc.strerror or exc})") from None
+
+
+def read_json_object(path: str | Path, what: str | None = None) -> dict[str, Any]:
+    """:func:`read_json` for a file that must hold a JSON object (a mapping)."""
+    obj = read_json(path, what)
+    if not isinstance(obj, dict):
+        raise InvalidData(f"cannot read {what or path}: it must hold a JSON object, not a {type(obj).__name__}")
+    return obj

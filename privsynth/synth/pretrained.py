@@ -6,7 +6,6 @@ The folder is found next to the package (source checkout) or through ``$PRIVSYNT
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -47,10 +46,6 @@ def pretrained_card(name: str) -> dict[str, Any]:
     path = resolve_pretrained(name).parent / "card.json"
     if not path.is_file():
         return {}
-    try:
-        card = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InvalidData(f"cannot read the card of pre-trained model '{name}' ({path}): {exc}") from None
-    if not isinstance(card, dict):
-        raise InvalidData(f"the card of pre-trained model '{name}' ({path}) must be a JSON object")
-    return card
+    from privsynth.data.safe_files import read_json_object
+
+    return read_json_object(path, f"the card of pre-trained model '{name}' ({path})")

@@ -11,7 +11,6 @@ and expert-policy mean returns (the datasets' ``ref_min_score`` / ``ref_max_scor
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import torch
 
 from privsynth.data.envs import make_env
 from privsynth.data.locomotion.sac import Actor
+from privsynth.data.safe_files import read_json
 from privsynth.errors import InvalidData
 from privsynth.rl.evaluate import evaluate_policy
 
@@ -47,10 +47,7 @@ def load_card(env: str, root: Path | None = None) -> dict[str, Any]:
         raise InvalidData(
             f"no trained policy for '{env}' at {path}; run scripts/train_locomotion_policy.py --env {env}"
         )
-    try:
-        card = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InvalidData(f"cannot read the policy card {path}: {exc}") from None
+    card = read_json(path, f"the policy card {path}")
     _check_card(card, path)
     return card
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from privsynth.data.safe_files import read_json_object
 from privsynth.errors import InvalidData
 
 __all__ = ["CellRecord", "CellFailure", "RunSummary", "write_json", "read_record"]
@@ -124,10 +125,7 @@ def write_json(path: Path, obj: Any) -> None:
 def read_record(path: Path) -> CellRecord:
     """A cell's stored record; a damaged one (truncated, not a mapping, missing keys) is one line naming it."""
     try:
-        obj = json.loads(Path(path).read_text())
-        if not isinstance(obj, dict):
-            raise TypeError(f"a JSON {type(obj).__name__}, not a mapping")
-        return CellRecord.from_json(obj)
-    except (OSError, UnicodeDecodeError, ValueError, TypeError) as exc:  # JSONDecodeError is a ValueError
+        return CellRecord.from_json(read_json_object(path, "it"))
+    except (InvalidData, TypeError) as exc:  # TypeError: keys missing or unexpected for a CellRecord
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InvalidData(f"cell record {path} is damaged ({why}): delete it and the cell runs again") from None
