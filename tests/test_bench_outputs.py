@@ -65,7 +65,10 @@ def test_config_overrides_change_the_dp_steps_and_typos_are_refused(tmp_path):
     """)
     summary = run_suite(suite, progress=False, log=lambda _: None)
     done = {r.params["tag"]: r.result for r in collect_records(suite)}
-    assert done["e3"]["dp_steps"] == 3 * done["e1"]["dp_steps"] > 0
+    # each run derives its steps from its own DP count of the units (N is private), so 3 epochs give about 3x the
+    # steps of 1 (the count's noise: a few units in a few hundred), never the same
+    assert abs(done["e3"]["dp_steps"] - 3 * done["e1"]["dp_steps"]) <= 0.1 * 3 * done["e1"]["dp_steps"]
+    assert done["e3"]["dp_steps"] > 2 * done["e1"]["dp_steps"] > 0
     assert {"fit_seconds", "pretrain_seconds", "finetune_seconds", "unit"} <= set(done["e1"])
     errors = [f.error for f in summary.failures]
     assert summary.failed == 2 and len(errors) == 2

@@ -57,13 +57,14 @@ def _scenarios(init_seed_offset: int = 0) -> dict:
         before = [p.detach().clone() for p in model.parameters()]
         cfg = DPSGDConfig(epochs=1, batch_size=N, max_grad_norm=CLIP, noise_multiplier=0.0, grad_sample_mode=mode,
                           delta=1e-3)
-        dp_train(model, items, cfg, make_optimizer=lambda ps: torch.optim.SGD(ps, lr=1.0))
+        dp_train(model, items, cfg, make_optimizer=lambda ps: torch.optim.SGD(ps, lr=1.0), n_units_noisy=N)
         out[f"grad/{mode}"] = [(b - p.detach()) for b, p in zip(before, model.parameters())]
-        # a calibrated private run: Poisson batches of expected size 6 over 24 units, 8 steps
+        # a calibrated private run: Poisson batches of expected size 6 over 24 units, 8 steps (the caller's count;
+        # the run's own count is shared by the ranks: test_two_process_run_shares_rank_zeros_unit_count)
         model = _model()
         cfg = DPSGDConfig(target_epsilon=3.0, delta=1e-3, epochs=2, batch_size=6, max_grad_norm=CLIP,
                           grad_sample_mode=mode, noise_seed=11)
-        res = dp_train(model, items, cfg, make_optimizer=lambda ps: torch.optim.SGD(ps, lr=0.1))
+        res = dp_train(model, items, cfg, make_optimizer=lambda ps: torch.optim.SGD(ps, lr=0.1), n_units_noisy=N)
         out[f"private/{mode}"] = {
             "noise_multiplier": res.noise_multiplier, "sample_rate": res.sample_rate, "steps": res.steps,
             "epsilon": res.epsilon, "event": res.event.to_dict(), "batch_sizes": res.batch_sizes,
@@ -74,8 +75,14 @@ def _scenarios(init_seed_offset: int = 0) -> dict:
         model = _model()
         cfg = DPSGDConfig(delta=1e-3, epochs=0.5, batch_size=1, max_grad_norm=CLIP, grad_sample_mode=mode, noise_seed=5,
                           noise_multiplier=1.0)
-        res = dp_train(model, items, cfg, make_optimizer=lambda ps: torch.optim.SGD(ps, lr=0.1))
+        res = dp_train(model, items, cfg, make_optimizer=lambda ps: torch.optim.SGD(ps, lr=0.1), n_units_noisy=N)
         out[f"sparse/{mode}"] = {"batch_sizes": res.batch_sizes, "weights": [p.detach().clone() for p in model.parameters()]}
+    # the run's own DP count of the units, from secure noise: every rank must train with rank 0's count
+    model = _model()
+    cfg = DPSGDConfig(target_epsilon=3.0, delta=1e-3, epochs=1, batch_size=6, max_grad_norm=CLIP, grad_sample_mode="bk")
+    res = dp_train(model, items, cfg, make_optimizer=lambda ps: torch.optim.SGD(ps, lr=0.1))
+    out["count"] = {"n_units_noisy": res.event.params["n_units_noisy"], "sample_rate": res.sample_rate,
+                    "steps": res.steps, "noise_multiplier": res.noise_multiplier}
     return out
 
 
@@ -162,9 +169,17 @@ def test_noise_is_really_added(one_process):
     model = _model()
     cfg = DPSGDConfig(target_epsilon=3.0, delta=1e-3, epochs=2, batch_size=6, max_grad_norm=CLIP, grad_sample_mode="bk",
                       noise_seed=11, noise_multiplier=0.0)
-    dp_train(model, items, cfg, make_optimizer=lambda ps: torch.optim.SGD(ps, lr=0.1))
+    dp_train(model, items, cfg, make_optimizer=lambda ps: torch.optim.SGD(ps, lr=0.1), n_units_noisy=N)
     diff = max(float((a - p.detach()).abs().max()) for a, p in zip(one_process["private/bk"]["weights"], model.parameters()))
     assert diff > 1e-2
+
+
+def test_two_process_run_shares_rank_zeros_unit_count(two_process):
+    """A run that counts its own units draws the count once, on rank 0, from secure noise: the other rank trains with
+    the same Ñ (else its q, steps and σ would differ and dp_train's agreement check would stop the run)."""
+    got = two_process["count"]
+    assert got["n_units_noisy"] >= 1 and got["sample_rate"] == min(1.0, 6 / got["n_units_noisy"])
+    assert got["steps"] == max(1, round(1 / got["sample_rate"])) and got["noise_multiplier"] > 0
 
 
 if __name__ == "__main__":

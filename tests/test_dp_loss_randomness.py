@@ -38,7 +38,8 @@ def _draws(noise_seed: int | None, public_seed: int = 0, on_step=None) -> torch.
     module = DrawLoss()
     cfg = DPSGDConfig(delta=1e-3, epochs=2, batch_size=N, noise_multiplier=1.0, grad_sample_mode="bk",
                       noise_seed=noise_seed)
-    dp_train(module, (torch.arange(N * 3, dtype=torch.float32).reshape(N, 3) / 10,), cfg, on_step=on_step)
+    dp_train(module, (torch.arange(N * 3, dtype=torch.float32).reshape(N, 3) / 10,), cfg, on_step=on_step,
+             n_units_noisy=N)
     return torch.cat(module.draws)
 
 
@@ -113,7 +114,7 @@ def privorl_j():
 
     cfg = tiny_config()
     cfg.pretrain_curiosity = False
-    cfg.dp.batch_size = 12  # = N trajectories: q = 1, one step
+    cfg.dp.batch_size = 10_000  # capped at the DP count of the 12 trajectories: q = 1
     torch.manual_seed(0)
     pub = make_toy_dataset(lengths=(9, 6, 11, 8), obs_dim=3, act_dim=2, seed=1)
     return TrajectorySynthesizer(cfg).pretrain(pub, progress=False)

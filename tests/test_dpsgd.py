@@ -54,7 +54,7 @@ def _run_one_full_step(model, items, mode, clip, unit="transition"):
     n = items[0].shape[0]
     cfg = DPSGDConfig(delta=1e-3 / n, epochs=1, batch_size=n, max_grad_norm=clip, unit=unit, grad_sample_mode=mode,
                       noise_multiplier=0.0)
-    res = dp_train(model, items, cfg, make_optimizer=lambda ps: torch.optim.SGD(ps, lr=1.0))
+    res = dp_train(model, items, cfg, make_optimizer=lambda ps: torch.optim.SGD(ps, lr=1.0), n_units_noisy=n)
     assert res.steps == 1 and res.batch_sizes == [n]
     return [b - p.detach() for b, p in zip(before, model.parameters())], res
 
@@ -109,11 +109,22 @@ def test_spent_epsilon_matches_accountant_and_module_is_left_plain(mode):
     cfg = DPSGDConfig(target_epsilon=3.0, delta=1e-4, epochs=2, batch_size=20, grad_sample_mode=mode, noise_seed=3)
     steps_seen = []
     res = dp_train(model, (x,), cfg, on_step=lambda s, loss: steps_seen.append(s))
-    q = 20 / 400
+    # N is private (add/remove): q and the steps come from the Laplace count Ñ, which the run charges itself
+    n_noisy = res.event.params["n_units_noisy"]
+    assert "n_units" not in res.event.params
+    q = 20 / n_noisy
     assert res.sample_rate == q and res.steps == round(2 / q) == len(res.losses) == len(steps_seen)
-    sigma = acc.calibrate_noise_multiplier(3.0, 1e-4, q, res.steps, "rdp")
+    scale = 1 / (0.02 * 3.0)
+    sigma = acc.calibrate_noise_multiplier(3.0, 1e-4, q, res.steps, "rdp", count_scale=scale)
     assert res.noise_multiplier == pytest.approx(sigma)
-    assert res.epsilon == pytest.approx(acc.dpsgd_epsilon(sigma, q, res.steps, 1e-4, "rdp"), rel=1e-9)
+    # independent dp-accounting composition of the Laplace count and the Poisson-sampled Gaussian run
+    import dp_accounting as dpa
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp
+
+    indep = rdp.RdpAccountant()
+    indep.compose(dpa.LaplaceDpEvent(scale))
+    indep.compose(dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(q, dpa.GaussianDpEvent(sigma)), res.steps))
+    assert res.epsilon == pytest.approx(indep.get_epsilon(1e-4), rel=1e-9)
     assert res.epsilon <= 3.0
     # the event composes back to the same ε in a ledger
     led = Ledger(unit="transition", delta=1e-4).append(res.event)
@@ -146,7 +157,7 @@ def test_empty_batches_take_a_noise_step(mode):
     # q = 1/1000 with a secure (unseeded) Poisson mask: a step is empty w.p. 0.999^1000 = 0.368, so 100 steps have
     # none with probability (1 - 0.368)^100 = 1e-20 (20 steps: 1e-4)
     cfg = DPSGDConfig(delta=1e-5, epochs=0.1, batch_size=1, noise_multiplier=1.0, grad_sample_mode=mode)
-    res = dp_train(model, (x,), cfg)
+    res = dp_train(model, (x,), cfg, n_units_noisy=1000)  # the caller's count: q = 1/1000 exactly
     assert res.steps == 100 and 0 in res.batch_sizes
     assert all(math.isnan(l) for l, b in zip(res.losses, res.batch_sizes) if b == 0)
 
@@ -156,7 +167,9 @@ def test_bad_inputs():
     with pytest.raises(PrivacyError):  # δ ≥ 1/N
         dp_train(model, (torch.randn(10, 6),), DPSGDConfig(delta=0.2, batch_size=2))
     with pytest.raises(PrivacyError):  # batch larger than the data
-        dp_train(model, (torch.randn(10, 6),), DPSGDConfig(delta=1e-3, batch_size=20))
+        dp_train(model, (torch.randn(10, 6),), DPSGDConfig(delta=1e-3, batch_size=20), n_units_noisy=10)
+    with pytest.raises(PrivacyError):  # a count that is not a positive integer
+        dp_train(model, (torch.randn(10, 6),), DPSGDConfig(delta=1e-3, batch_size=2), n_units_noisy=0)
 
     class Mean(nn.Module):
         def __init__(self):

@@ -51,10 +51,13 @@ def test_delta_synthesizer_is_accounted_saved_and_decoded(tmp_path):
     before = {k: v.clone() for k, v in synth.model.state_dict().items()}
     synth.finetune(sensitive_data(), 4.0, 1e-3, progress=False)
     card = synth.card()
-    # the ledger's epsilon is what an independent RDP accountant gives for the recorded sigma, q and steps
+    # the ledger's epsilon is what an independent RDP accountant gives for the recorded unit count (Laplace) and
+    # sigma, q and steps
     event = dpa.SelfComposedDpEvent(
         dpa.PoissonSampledDpEvent(card["sample_rate"], dpa.GaussianDpEvent(card["noise_multiplier"])), card["steps"])
-    eps = rdp_privacy_accountant.RdpAccountant().compose(event).get_epsilon(1e-3)
+    count = next(ev for ev in card["events"] if ev["mechanism"] == "laplace")
+    eps = (rdp_privacy_accountant.RdpAccountant().compose(dpa.LaplaceDpEvent(count["scale"])).compose(event)
+           .get_epsilon(1e-3))
     assert synth.ledger.epsilon() == pytest.approx(eps, rel=1e-6) and eps <= 4.0 + 1e-6
     assert card["noise_multiplier"] > 0 and card["private"] is True
     assert any(not torch.equal(before[k], v) for k, v in synth.model.state_dict().items())
@@ -122,7 +125,7 @@ def test_dp_delta_normaliser_estimates_the_step_with_accounted_secure_noise():
                                atol=1e-4)
     p = event.params
     assert p["clip_high"][-1 - o:-1] == [10.0] * o and p["clip_low"][-1 - o:-1] == [-10.0] * o
-    assert p["noise"] == "secure" and p["n_units"] == sens.n_transitions
+    assert p["noise"] == "secure" and "n_units" not in p  # N is private: divided by the noisy count
     # at epsilon 1 the noise is real: two secure calls differ, a seeded pair repeats and is tagged reproducible
     a, event = dp_delta_normalizer(sens, low=-10.0, high=10.0, epsilon=1.0, delta=1e-3)
     b, _ = dp_delta_normalizer(sens, low=-10.0, high=10.0, epsilon=1.0, delta=1e-3)
@@ -144,6 +147,6 @@ def test_delta_synthesizer_with_a_dp_normaliser_charges_it_and_fine_tunes():
     assert isinstance(synth.normalizer, DeltaNormalizer) and synth.normalizer.source == "dp"
     synth.finetune(sens, 3.0, 1e-3, progress=False)
     names = [ev.name for ev in synth.ledger.events]
-    assert names[0].startswith("DP normalisation") and len(names) == 2
+    assert names[0].startswith("DP normalisation") and len(names) == 3  # + the unit count and DP-SGD
     assert synth.history[-1]["epsilon"] < synth.ledger.epsilon() <= 1.0 + 3.0 + 1e-6  # composed, below basic comp.
     assert np.isfinite(synth.sample(32, seed=0).next_observations).all()

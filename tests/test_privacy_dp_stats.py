@@ -43,7 +43,8 @@ def test_noise_is_added_and_estimates_are_close():
 def test_trajectory_unit_and_dataset_entry():
     ds = make_toy_dataset(lengths=(30, 40, 50) * 20, sensitive=True)
     norm, event = dp_normalizer_from_dataset(ds, low=-5, high=5, epsilon=2.0, delta=1e-4, unit="trajectory", noise_seed=0)
-    assert event.params["unit"] == "trajectory" and event.params["n_units"] == 60
+    # N is private under add/remove: divided by the noisy count, never published
+    assert event.params["unit"] == "trajectory" and "n_units" not in event.params
     assert norm.dim == ds.transition_dim
 
 

@@ -3,6 +3,7 @@ non-private output and writes nothing then."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import dp_accounting as dpa
 import pytest
@@ -47,7 +48,11 @@ def test_synthesize_writes_a_dataset_that_carries_its_card(tmp_path):
     ev = dpa.SelfComposedDpEvent(
         dpa.PoissonSampledDpEvent(card["sample_rate"], dpa.GaussianDpEvent(card["noise_multiplier"])), card["steps"]
     )
-    assert rdp_privacy_accountant.RdpAccountant().compose(ev).get_epsilon(card["delta"]) == pytest.approx(card["epsilon"])
+    # with the Laplace count of the units that set q and the steps (N is private under add/remove)
+    count = next(e for e in card["events"] if e["mechanism"] == "laplace")
+    assert count["sensitivity"] == 1.0 and '"n_units"' not in json.dumps(card)  # only the noisy count
+    indep = rdp_privacy_accountant.RdpAccountant().compose(dpa.LaplaceDpEvent(count["scale"])).compose(ev)
+    assert indep.get_epsilon(card["delta"]) == pytest.approx(card["epsilon"])
     assert card["public_data"] and card["normalizer"].startswith("public:")
     assert (tmp_path / "work" / "finetuned.pt").exists()
     dp = card["config"]["dp"]  # the config on the card is the run's, not the preset's defaults

@@ -227,14 +227,18 @@ def test_dp_finetune_keeps_public_normaliser_and_accounts(pretrained, tmp_path, 
     assert card["private"] is True and card["unit"] == unit
     assert card["epsilon"] <= 10.0 + 1e-9
     # recompute epsilon from the card's own fields with an independent RDP accountant
+    # (the Laplace count of the units, then the Poisson-sampled Gaussian run whose q and steps it set)
     event = dpa.SelfComposedDpEvent(
         dpa.PoissonSampledDpEvent(card["sample_rate"], dpa.GaussianDpEvent(card["noise_multiplier"])), card["steps"]
     )
-    eps = rdp_privacy_accountant.RdpAccountant().compose(event).get_epsilon(card["delta"])
+    count = next(ev for ev in card["events"] if ev["mechanism"] == "laplace")
+    assert count["sensitivity"] == 1.0 and count["scale"] == pytest.approx(1 / (0.02 * 10.0))
+    eps = (rdp_privacy_accountant.RdpAccountant().compose(dpa.LaplaceDpEvent(count["scale"])).compose(event)
+           .get_epsilon(card["delta"]))
     assert eps == pytest.approx(card["epsilon"], rel=1e-6)
-    n_units = sens.n_transitions if unit == "transition" else sens.n_episodes
-    batch = 16 if unit == "transition" else 4
-    assert card["sample_rate"] == pytest.approx(batch / n_units)
+    n_noisy = count["n_units_noisy"]  # q = B/Ñ: the exact N is private under add/remove
+    batch = min(16 if unit == "transition" else 4, n_noisy)
+    assert card["sample_rate"] == pytest.approx(batch / n_noisy)
     assert card["noise_multiplier"] > 0 and math.isfinite(card["noise_multiplier"])
     # the private phase's timings (measured on sensitive data, outside the mechanism) stay out of the card
     private = [ph for ph in card["phases"] if ph.get("private")]

@@ -33,7 +33,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--finetune-epochs", type=float, default=None)
     p.add_argument("--batch-trajectories", type=int, default=None, help="expected trajectories per DP step")
     p.add_argument("--fragments-per-trajectory", type=int, default=None, help="K fragments per sampled trajectory")
-    p.add_argument("--n", type=int, default=None, help="trajectories to generate (default: as many as the sensitive data)")
+    p.add_argument("--n", type=int, default=1000,
+                   help="trajectories to generate (default 1000; never the sensitive count, which is private)")
     p.add_argument("--max-length", type=int, default=None, help="maximum generated trajectory length")
     p.add_argument("--snap", action="store_true", help="overwrite each state with the previous next state")
     p.add_argument("--out", required=True, help="Minari id of the released synthetic dataset")
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         from privsynth.privacy.guard import guarded_save_model
 
         guarded_save_model(synth, Path(args.save), args.epsilon, args.delta)
-    ds = synth.sample(args.n or sensitive.n_episodes, seed=args.seed, progress=not args.quiet, name=args.out)
+    ds = synth.sample(args.n, seed=args.seed, progress=not args.quiet, name=args.out)
     spent = release_dataset(ds, synth.ledger, args.out, epsilon_budget=args.epsilon, delta=args.delta,
                             overwrite=args.overwrite, environment=sensitive.info)
     st = synth.last_sample_stats

@@ -96,13 +96,19 @@ def _check_dpsgd(noise_multiplier: float, sample_rate: float, steps: int) -> Non
 
 
 # ----------------------------------------------------------------------------------------------------------- events
-def dpsgd_event(noise_multiplier: float, sample_rate: float, steps: int) -> dpa.DpEvent:
-    """``SelfComposed(PoissonSampled(q, Gaussian(σ)), T)``: T steps of Poisson-subsampled Gaussian noise."""
+def dpsgd_event(noise_multiplier: float, sample_rate: float, steps: int, *, count_scale: float = 0.0) -> dpa.DpEvent:
+    """``SelfComposed(PoissonSampled(q, Gaussian(σ)), T)``: T steps of Poisson-subsampled Gaussian noise; with
+    ``count_scale`` > 0 composed after the Laplace count of the units that set q and T (privsynth.privacy.count)."""
     _check_dpsgd(noise_multiplier, sample_rate, steps)
     inner: dpa.DpEvent = dpa.GaussianDpEvent(float(noise_multiplier))
     if sample_rate < 1:
         inner = dpa.PoissonSampledDpEvent(float(sample_rate), inner)
-    return dpa.SelfComposedDpEvent(inner, int(steps))
+    run: dpa.DpEvent = dpa.SelfComposedDpEvent(inner, int(steps))
+    if count_scale:
+        if not (count_scale > 0 and math.isfinite(count_scale)):
+            raise PrivacyError(f"the unit count's Laplace scale must be positive and finite, got {count_scale}")
+        run = dpa.ComposedDpEvent([dpa.LaplaceDpEvent(float(count_scale)), run])
+    return run
 
 
 def _prv_history(event: dpa.DpEvent, count: int = 1) -> list[tuple[float, float, int]] | None:
@@ -142,11 +148,20 @@ def supports(accountant: str, event: dpa.DpEvent) -> bool:
     return _make_accountant(accountant).supports(event)
 
 
-def events_epsilon(events: Sequence[dpa.DpEvent], delta: float, accountant: str = "rdp") -> float:
-    """ε at ``delta`` of the composition of ``events`` under one accountant (raises if it cannot take one)."""
+def events_epsilon(events: Sequence[dpa.DpEvent], delta: float, accountant: str = "rdp", *,
+                   count_scale: float = 0.0) -> float:
+    """ε at ``delta`` of the composition of ``events`` under one accountant (raises if it cannot take one).
+
+    ``count_scale`` > 0 adds the Laplace unit count of a DP-SGD run (privsynth.privacy.count): composed by RDP and
+    PLD; PRV cannot take a Laplace event, so there its ε (1/scale) is added (basic composition).
+    """
     check_accountant(accountant)
     check_delta(delta)
     events = list(events)
+    if count_scale:
+        if accountant == "prv":
+            return 1.0 / count_scale + events_epsilon(events, delta, accountant)
+        events = [dpa.LaplaceDpEvent(float(count_scale)), *events]
     if not events:
         return 0.0
     if accountant == "prv":
@@ -177,11 +192,14 @@ def _prv_epsilon(history: tuple[tuple[float, float, int], ...], delta: float) ->
     return float(acc.get_epsilon(delta, eps_error=PRV_EPS_ERROR))
 
 
-def dpsgd_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float, accountant: str = "rdp") -> float:
-    """ε at δ of ``steps`` Poisson-subsampled Gaussian steps (DP-SGD) under ``accountant``."""
+def dpsgd_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float, accountant: str = "rdp",
+                  *, count_scale: float = 0.0) -> float:
+    """ε at δ of ``steps`` Poisson-subsampled Gaussian steps (DP-SGD) under ``accountant``, with the Laplace count
+    of its units when ``count_scale`` > 0."""
     if steps == 0:
-        return 0.0
-    return events_epsilon([dpsgd_event(noise_multiplier, sample_rate, steps)], delta, accountant)
+        return 1.0 / count_scale if count_scale else 0.0
+    return events_epsilon([dpsgd_event(noise_multiplier, sample_rate, steps)], delta, accountant,
+                          count_scale=count_scale)
 
 
 # ------------------------------------------------------------------------------------------------------ calibration
@@ -194,6 +212,7 @@ def calibrate_noise_multiplier(
     accountant: str = "rdp",
     *,
     rtol: float = 1e-3,
+    count_scale: float = 0.0,
 ) -> float:
     """Smallest σ (up to relative ``rtol``) whose DP-SGD run has ε ≤ ``target_epsilon`` at ``delta``.
 
@@ -209,13 +228,18 @@ def calibrate_noise_multiplier(
     if steps == 0:
         raise PrivacyError("cannot calibrate noise for zero steps")
 
+    if count_scale and not 1.0 / count_scale < target_epsilon:
+        raise PrivacyError(f"the unit count alone spends epsilon {1.0 / count_scale:.4g} of the target {target_epsilon:g}")
+
     def excess(log_sigma: float) -> float:
-        return dpsgd_epsilon(math.exp(log_sigma), sample_rate, steps, delta, accountant) - target_epsilon
+        return (dpsgd_epsilon(math.exp(log_sigma), sample_rate, steps, delta, accountant, count_scale=count_scale)
+                - target_epsilon)
 
     if accountant == "rdp":
         hi, step = 0.0, math.log(2.0)
     else:
-        hi = math.log(calibrate_noise_multiplier(target_epsilon, delta, sample_rate, steps, "rdp", rtol=1e-2))
+        hi = math.log(calibrate_noise_multiplier(target_epsilon, delta, sample_rate, steps, "rdp", rtol=1e-2,
+                                                 count_scale=count_scale))
         step = math.log(1.1)
     f_hi = excess(hi)
     while f_hi > 0:  # move up until ε(σ_hi) ≤ target

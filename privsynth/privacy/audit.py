@@ -164,7 +164,9 @@ def audit_dp_train(
     items = torch.tensor(directions[included] * 2 * cfg.max_grad_norm, dtype=torch.float32)
     model = _GradientCanaryLoss(dim)
     start = model.lin.weight.detach().clone()
-    result = dp_train(model, (items,), cfg, make_optimizer=lambda ps: torch.optim.SGD(ps, lr=1.0))
+    # the canaries' count is the auditor's own design, not a secret: the run is audited at q = B/N exactly
+    result = dp_train(model, (items,), cfg, make_optimizer=lambda ps: torch.optim.SGD(ps, lr=1.0),
+                      n_units_noisy=int(items.shape[0]))
     update = (model.lin.weight.detach() - start).double().numpy().reshape(-1)
     scores = directions @ update
     audit = audit_scores(

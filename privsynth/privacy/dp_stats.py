@@ -7,10 +7,12 @@ c = (low + high)/2 and half-width r, the released quantities are
     S₂ = Σ_u ((x−c)²‾_u − r²/2)    (L2 sensitivity ‖r²/2‖₂)
 
 where u runs over privacy units and x̄_u is the unit's row (transition unit) or the mean of its rows (trajectory unit,
-so one trajectory moves each sum by at most one clipped row). Each sum gets Gaussian noise of std z × its sensitivity;
-the pair is two Gaussian mechanisms with noise multiplier z, i.e. one with z/√2, and z is set by the analytic
-calibration (Balle & Wang 2018) for the requested (ε, δ) (or by bisection under RDP). The number of units N is treated as public (said on the card).
-Then mean = c + S₁/N and var = S₂/N + r²/2 − (mean − c)², floored at (1e-3·r)².
+so one trajectory moves each sum by at most one clipped row), and the count S₀ = N (sensitivity 1). Each gets Gaussian
+noise of std z × its sensitivity: three Gaussian mechanisms with noise multiplier z, i.e. one with z/√3, and z is set
+by the analytic calibration (Balle & Wang 2018) for the requested (ε, δ) (or by bisection under RDP). All three
+sensitivities are those of add/remove one unit, the relation on every card; N is private under it, so the divisor is
+the noisy count Ñ = max(1, S̃₀), never N (privsynth.privacy.count).
+Then mean = c + S̃₁/Ñ and var = S̃₂/Ñ + r²/2 − (mean − c)², floored at (1e-3·r)².
 """
 from __future__ import annotations
 
@@ -78,31 +80,31 @@ def dp_normalizer_stats(
         first = np.stack([np.bincount(inverse, weights=first[:, j]) for j in range(first.shape[1])], 1) / counts[:, None]
         second = np.stack([np.bincount(inverse, weights=second[:, j]) for j in range(second.shape[1])], 1) / counts[:, None]
     n_units = first.shape[0]
-    acc.check_delta(delta, n_units)
+    acc.check_delta(delta, n_units)  # a refusal for the data holder (docs/privacy.md, "Refusals")
 
-    z_mult = acc.calibrate_gaussian_multiplier(epsilon, delta, 2, accountant)  # two releases, each with multiplier z
+    z_mult = acc.calibrate_gaussian_multiplier(epsilon, delta, 3, accountant)  # three releases, multiplier z each
     sens1, sens2 = float(np.linalg.norm(r)), float(np.linalg.norm(r**2 / 2))
-    # one call of the Gaussian mechanism on (S₁/Δ₁, S₂/Δ₂): two releases of sensitivity 1, noise std z each
+    # one call of the Gaussian mechanism on (S₀, S₁/Δ₁, S₂/Δ₂): three releases of sensitivity 1, noise std z each
     k = r.shape[0]
-    scaled = np.concatenate([first.sum(0) / sens1, second.sum(0) / sens2])
+    scaled = np.concatenate([[float(n_units)], first.sum(0) / sens1, second.sum(0) / sens2])
     noisy, event = gaussian_mechanism(
         scaled,
         sigma=z_mult,
         sensitivity=1.0,
-        count=2,
-        name="DP normalisation statistics (clipped mean and std)",
+        count=3,
+        name="DP normalisation statistics (count, clipped mean and std)",
         source=NoiseSource(noise_seed),
         unit=unit,
-        n_units=n_units,
         clip_low=lo.tolist(),
         clip_high=hi.tolist(),
         epsilon_target=float(epsilon),
         delta=float(delta),
         accountant=accountant,
     )
-    s1, s2 = noisy[:k] * sens1, noisy[k:] * sens2
-    mean_k = s1 / n_units
-    var_k = np.maximum(s2 / n_units + r**2 / 2 - mean_k**2, (1e-3 * r) ** 2)
+    n_noisy = max(1.0, float(noisy[0]))
+    s1, s2 = noisy[1:k + 1] * sens1, noisy[k + 1:] * sens2
+    mean_k = s1 / n_noisy
+    var_k = np.maximum(s2 / n_noisy + r**2 / 2 - mean_k**2, (1e-3 * r) ** 2)
     mean, std = np.zeros(d), np.ones(d)
     mean[keep] = centre[keep] + np.clip(mean_k, -r, r)
     std[keep] = np.sqrt(var_k)

@@ -49,6 +49,7 @@ from torch import nn
 from privsynth.errors import InvalidData, PrivacyError
 from privsynth.privacy import accounting as acc
 from privsynth.privacy import distributed as dist_dp
+from privsynth.privacy.count import count_epsilon, noisy_unit_count
 from privsynth.privacy.fastclip import BookKeepingClipper, supported
 from privsynth.privacy.ledger import UNITS, LedgerEvent
 from privsynth.privacy.noise import NoiseSource
@@ -109,6 +110,7 @@ class DPTrainResult:
     grad_sample_mode: str = "ghost"
     seconds: float = 0.0
     world_size: int = 1  # processes that shared each step (torchrun); the accounting does not depend on it
+    n_units_noisy: int = 0  # the DP count of units that set q and the steps (a DP output; N itself is private)
 
     def summary(self) -> dict[str, Any]:
         d = asdict(self)
@@ -151,22 +153,44 @@ def dp_train(
     on_step: Callable[[int, float], None] | None = None,
     progress: bool = False,
     description: str = "DP-SGD",
+    n_units_noisy: int | None = None,
 ) -> DPTrainResult:
     """Train ``loss_module`` on the sensitive ``items`` with DP-SGD; returns the spent budget and a ledger event.
 
     ``loss_module(*batch)`` must return one loss per privacy unit, shape [B]. Its parameters are updated in place.
+
+    The number of units N is private under the add/remove relation (:mod:`privsynth.privacy.count`): the sample rate
+    q = B/Ñ and the step count come from a DP count Ñ. ``n_units_noisy`` is a count the caller already made and
+    charged to its ledger (so that the same Ñ serves the rest of its schedule); without it the run counts by itself,
+    spending :data:`~privsynth.privacy.count.COUNT_SHARE` of ``target_epsilon``, and its event composes both.
     """
     cfg = cfg or DPSGDConfig()
     cfg.validate()
     items = _check_items(items)
     n_units = items[0].shape[0]
+    source = NoiseSource(cfg.noise_seed)
+    group = dist_dp.current_group()
+    count_scale = 0.0
+    if n_units_noisy is None:
+        eps_count = count_epsilon(cfg.target_epsilon)
+        n_units_noisy, _ = noisy_unit_count(n_units, epsilon=eps_count, unit=cfg.unit, source=source)
+        count_scale = 1.0 / eps_count
+        if group is not None:  # one count for the run (rank 0's), as for the masks and the noise
+            n_units_noisy = dist_dp.broadcast_key(n_units_noisy)
+        expected_batch = min(cfg.batch_size, n_units_noisy)  # q = B/Ñ <= 1
+    elif not (isinstance(n_units_noisy, int) and n_units_noisy >= 1):
+        raise PrivacyError(f"n_units_noisy must be a positive integer (a DP count), got {n_units_noisy!r}")
+    elif cfg.batch_size > n_units_noisy:
+        raise PrivacyError(f"batch size {cfg.batch_size} exceeds the number of privacy units (about {n_units_noisy})")
+    else:
+        expected_batch = cfg.batch_size
+    # the δ refusal reads the exact N and is for the data holder (docs/privacy.md, "Refusals")
     acc.check_delta(cfg.delta, n_units)
-    q = cfg.batch_size / n_units
-    if q > 1:
-        raise PrivacyError(f"batch size {cfg.batch_size} exceeds the number of privacy units {n_units}")
+    q = expected_batch / n_units_noisy
     steps = max(1, int(round(cfg.epochs / q)))
     if cfg.noise_multiplier is None:
-        sigma = acc.calibrate_noise_multiplier(cfg.target_epsilon, cfg.delta, q, steps, cfg.accountant)
+        sigma = acc.calibrate_noise_multiplier(cfg.target_epsilon, cfg.delta, q, steps, cfg.accountant,
+                                               count_scale=count_scale)
         calibrated = True
     else:
         sigma = float(cfg.noise_multiplier)
@@ -176,19 +200,17 @@ def dp_train(
         mode = "bk" if supported(loss_module) else "ghost"
 
     params = _trainable(loss_module)
-    group = dist_dp.current_group()
     if group is not None:  # every rank must drive the shared mask and noise identically, from the same weights
         checksum = float(sum(t.double().sum() for t in items if t.is_floating_point()))
-        dist_dp.check_agreement([n_units, cfg.batch_size, steps, sigma, cfg.max_grad_norm, checksum],
+        dist_dp.check_agreement([n_units, expected_batch, steps, sigma, cfg.max_grad_norm, checksum],
                                 "the DP-SGD configuration or the data")
         dist_dp.broadcast_parameters(params)
     make_optimizer = make_optimizer or (lambda ps: torch.optim.Adam(ps, lr=3e-4))
     optimizer = make_optimizer(params)
-    source = NoiseSource(cfg.noise_seed)
     gen = source.torch_generator()  # masks and noise; secure unless noise_seed was given
     if group is not None:  # every rank must draw the same masks and the same noise: rank 0's key for all
         gen.manual_seed(dist_dp.broadcast_key(gen.initial_seed()))
-    engine = _Engine(loss_module, optimizer, mode, sigma, cfg.max_grad_norm, cfg.batch_size, gen, group)
+    engine = _Engine(loss_module, optimizer, mode, sigma, cfg.max_grad_norm, expected_batch, gen, group)
     ahead = None
     if mode == "bk" and group is None and cfg.draw_ahead and _spare_core():
         ahead = engine.draw_ahead(n_units, q, steps)  # from here on only its thread touches ``gen``
@@ -240,7 +262,8 @@ def dp_train(
             # checked before the weights are kept: an over-target run rolls back like any other failure
             steps_taken = sum(h[2] for h in recorder.history)
             events = [acc.dpsgd_event(s, r, k) for s, r, k in recorder.history] if sigma > 0 else []
-            spent = acc.events_epsilon(events, cfg.delta, cfg.accountant) if sigma > 0 else math.inf
+            spent = (acc.events_epsilon(events, cfg.delta, cfg.accountant, count_scale=count_scale)
+                     if sigma > 0 else math.inf)
             if calibrated and spent > cfg.target_epsilon * (1 + 1e-9):
                 raise PrivacyError(f"DP-SGD spent epsilon {spent:.4g}, above the target {cfg.target_epsilon:g}")
             finished = True
@@ -262,8 +285,9 @@ def dp_train(
         steps=steps_taken,
         max_grad_norm=cfg.max_grad_norm,
         unit=cfg.unit,
-        n_units=n_units,
-        batch_size=cfg.batch_size,
+        n_units_noisy=n_units_noisy,
+        count_scale=count_scale,
+        batch_size=expected_batch,
         epochs=cfg.epochs,
         accountant=cfg.accountant,
         epsilon_spent=spent,
@@ -286,6 +310,7 @@ def dp_train(
         grad_sample_mode=mode,
         seconds=seconds,
         world_size=1 if group is None else group.world_size,
+        n_units_noisy=n_units_noisy,
     )
 
 

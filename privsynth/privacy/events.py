@@ -97,17 +97,21 @@ class LedgerEvent:
     # constructors for the mechanisms privsynth knows
     @classmethod
     def dpsgd(
-        cls, name: str, *, noise_multiplier: float, sample_rate: float, steps: int, max_grad_norm: float, **params: Any
+        cls, name: str, *, noise_multiplier: float, sample_rate: float, steps: int, max_grad_norm: float,
+        count_scale: float = 0.0, **params: Any
     ) -> "LedgerEvent":
+        """A DP-SGD run; ``count_scale`` > 0 when the run counted its own units (a Laplace count of that scale,
+        :mod:`privsynth.privacy.count`), which the event then composes with the training."""
         return cls(
             name=name,
             mechanism="dpsgd",
-            dp_event=acc.dpsgd_event(noise_multiplier, sample_rate, steps),
+            dp_event=acc.dpsgd_event(noise_multiplier, sample_rate, steps, count_scale=count_scale),
             params=dict(
                 noise_multiplier=float(noise_multiplier),
                 sample_rate=float(sample_rate),
                 steps=int(steps),
                 max_grad_norm=float(max_grad_norm),
+                **({"count_scale": float(count_scale)} if count_scale else {}),
                 **params,
             ),
         )

@@ -39,8 +39,8 @@ class Ledger:
 
     ``unit``: ``transition`` or ``trajectory``; ``accountant``: the preferred accountant for composition;
     ``delta``: the δ at which ε is reported; ``public_data``: public datasets used (pre-training, normalisers);
-    ``treated_as_public``: quantities computed from the sensitive data but not protected (dataset size N used in the
-    sample rate, dimensions, ...).
+    ``treated_as_public``: public facts the release takes as given (dimensions, a horizon cap); the number of units
+    N is not one of them: it is counted with DP (privsynth.privacy.count).
     """
 
     unit: str = "transition"
@@ -48,7 +48,9 @@ class Ledger:
     delta: float = 1e-5
     neighbouring: str | None = None
     public_data: list[str] = field(default_factory=list)
-    treated_as_public: list[str] = field(default_factory=lambda: ["number of privacy units N (sets the sample rate)"])
+    # Nothing by default: the number of units N is private under add/remove and is counted with DP
+    # (privsynth.privacy.count). Methods list here the public facts they truly take as given (e.g. a horizon cap).
+    treated_as_public: list[str] = field(default_factory=list)
     events: list[LedgerEvent] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 

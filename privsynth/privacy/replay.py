@@ -64,7 +64,9 @@ def replay_attack(
     items = torch.tensor(directions[included] * 2 * cfg.max_grad_norm, dtype=torch.float32)
     model = _GradientCanaryLoss(dim)
     start = model.lin.weight.detach().clone()
-    run = dp_train(model, (items,), cfg, make_optimizer=lambda ps: torch.optim.SGD(ps, lr=1.0))
+    # the canaries' count is the auditor's design, not a secret: the run uses q = B/N exactly
+    run = dp_train(model, (items,), cfg, make_optimizer=lambda ps: torch.optim.SGD(ps, lr=1.0),
+                   n_units_noisy=int(items.shape[0]))
     update = (model.lin.weight.detach() - start).double()
     (noise,) = replayed_noise(guess_generator(), n_units=len(items), steps=run.steps,
                               shapes=[model.lin.weight.shape], std=run.noise_multiplier * cfg.max_grad_norm)

@@ -356,8 +356,15 @@ class TransitionSynthesizer(NetworkSynthesizer):
             rate=cfg.curiosity.rate if cfg.finetune_curiosity else 0.0,
         )
         mixer = self._make_mixer() if cfg.finetune_curiosity and cfg.curiosity.rate > 0 else None
-        n_units = items[0].shape[0]
-        batch = min(batch, n_units)  # q = B / N <= 1 (N is treated as public, as the card says)
+        # N is private under add/remove: everything sized by it (the batch cap, the curiosity refresh, q and the
+        # steps inside dp_train) uses the DP count Ñ, charged to the ledger with the run (privsynth.privacy.count)
+        from privsynth.privacy.count import count_epsilon, noisy_unit_count
+        from privsynth.privacy.noise import NoiseSource
+
+        eps_count = count_epsilon(float(epsilon))
+        n_units, count_event = noisy_unit_count(int(items[0].shape[0]), epsilon=eps_count, unit=unit,
+                                                source=NoiseSource(cfg.noise_seed))
+        batch = min(batch, n_units)  # q = B / Ñ <= 1
         refresh = cfg.curiosity.refresh_every or max(1, n_units // max(batch, 1))
         losses: list[float] = []
 
@@ -369,7 +376,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
                 loss_module.curiosity_rows = top
 
         dp_cfg = DPSGDConfig(
-            target_epsilon=float(epsilon),
+            target_epsilon=float(epsilon) - eps_count,  # basic composition with the count
             delta=float(delta),
             epochs=tc.epochs,
             batch_size=batch,
@@ -390,8 +397,11 @@ class TransitionSynthesizer(NetworkSynthesizer):
             self.model.train()
             net = self.model.net  # partial fine-tuning keeps pre-trained weights (none in the no-pre-training ablation)
             trainable, frozen = self._freeze_except(net, dpc.trainable, head=(net.blocks[-1], net.out_norm, net.out))
-            result = self._dp_train(dp_train, loss_module, items, dp_cfg, tc, on_step, progress, epsilon, unit)
-            self._open_ledger(unit, dpc.accountant, float(delta)).append(result.event)
+            result = self._dp_train(dp_train, loss_module, items, dp_cfg, tc, on_step, progress, epsilon, unit,
+                                    n_units)
+            ledger = self._open_ledger(unit, dpc.accountant, float(delta))
+            ledger.append(count_event)
+            ledger.append(result.event)
         except BaseException:
             snapshot.restore()
             raise
@@ -406,7 +416,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
                 "phase": "finetune",
                 "private": True,
                 "unit": unit,
-                "units": n_units,
+                "units_noisy": n_units,
                 "steps": result.steps,
                 "batch_size": batch,
                 "sample_rate": result.sample_rate,
@@ -426,7 +436,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
         return self
 
     @staticmethod
-    def _dp_train(dp_train, loss_module, items, dp_cfg, tc, on_step, progress, epsilon, unit):
+    def _dp_train(dp_train, loss_module, items, dp_cfg, tc, on_step, progress, epsilon, unit, n_units_noisy):
         return dp_train(
             loss_module,
             items,
@@ -437,6 +447,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
             on_step=on_step,
             progress=progress,
             description=f"DP fine-tune (eps={epsilon:g}, unit={unit})",
+            n_units_noisy=n_units_noisy,
         )
 
     # ------------------------------------------------------------------------------------------------ sampling

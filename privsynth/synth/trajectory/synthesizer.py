@@ -348,8 +348,7 @@ class TrajectorySynthesizer(NetworkSynthesizer):
 
         cfg, tc, dpc = self.config, self.config.finetune, self.config.dp
         cap, cap_source = self.trajectory_cap()
-        items = self.trajectory_items(sensitive)
-        n_units = items[0].shape[0]
+        items = self.trajectory_items(sensitive)  # dp_train counts them with DP (N is private under add/remove)
         loss_module = TrajectoryLoss(self.model, dpc.fragments_per_trajectory)
         losses: list[float] = []
 
@@ -394,7 +393,7 @@ class TrajectorySynthesizer(NetworkSynthesizer):
         self.last_finetune_loss = float(np.mean(fin[-50:])) if fin else None
         self.history.append({
             "phase": "finetune", "private": True, "unit": "trajectory",
-            "trajectories": n_units, "trajectory_length_cap": cap, "trajectory_length_cap_source": cap_source,
+            "trajectories_noisy": result.n_units_noisy, "trajectory_length_cap": cap, "trajectory_length_cap_source": cap_source,
             "fragment_slots": int(items[0].shape[1]), "longer_trajectories": "truncated to the cap",
             "fragments_per_trajectory": dpc.fragments_per_trajectory, "steps": result.steps,
             "batch_size": dpc.batch_size, "sample_rate": result.sample_rate,
