@@ -87,7 +87,7 @@ def test_runner_cell_writes_data_ledger_and_cost(tmp_path):
     params = {"synthesizer": "privsyn", "epsilon": 1.0, "delta": 1e-5, "num_samples": 150, "seed": 0,
               "data": {"public": ["pub"], "sensitive": "sens"}, "baseline_config": {"gum_rounds": 2}}
     res = synthesize_cell(params, ctx)
-    assert res["dp_epsilon"] <= 1.0 and res["n_synthetic"] == 150 and res["finetune_seconds"] >= 0
+    assert res["dp_epsilon"] <= 1.0 and res["n_synthetic"] == 150 and res["holder_only"]["finetune_seconds"] >= 0
     assert len(load_dataset_file(Path(tmp_path) / "synthetic.npz")) == 150
     assert json.loads((Path(tmp_path) / "ledger.json").read_text())["unit"] == "transition"
     with pytest.raises(Exception, match="epsilon"):

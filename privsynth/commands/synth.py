@@ -122,7 +122,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     from privsynth.synth import TransitionSynthesizer
     from privsynth.synth.pretrained import resolve_pretrained
 
-    from privsynth.release import check_model_fits, load_synthesizer, record_dp_request
+    from privsynth.release import check_model_fits, check_pretrained_public, load_synthesizer, record_dp_request
+    from privsynth.synth.pretrained import pretrained_card
 
     refuse_existing(args.out, args.overwrite)
     group = dist_dp.init_from_env()  # under torchrun: join the job; every rank loads the same model and data
@@ -134,6 +135,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         synth.config = cfg
         sens = as_dataset(args.sensitive).mark_sensitive(True)
         check_model_fits(synth, sens)
+        check_pretrained_public(synth, sens, pretrained_card(args.model))  # its public data is not the sensitive set
         main = group is None or group.rank == 0
         args.unit = args.unit or "transition"
         record_dp_request(synth.config, args.epsilon, args.delta, args.unit)

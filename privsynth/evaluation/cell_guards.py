@@ -2,8 +2,8 @@
 
 Each guard refuses with a one-line error, so the cell fails and nothing of it is written:
 
-* :func:`public_datasets` / :func:`check_public_specs`: a cell's public (pre-training, normaliser, calibration) data is
-  not its sensitive set, not marked sensitive, and not derived (``split_of``) from the same data as the sensitive set;
+* :func:`public_datasets` / :func:`check_public_specs` (:mod:`privsynth.data.provenance`): a cell's public
+  (pre-training, normaliser, calibration) data is not its sensitive set, not marked sensitive, and not derived (``split_of``) from the same data as the sensitive set;
   decided from the suite's dataset specs, no sensitive record read (docs/DESIGN.md: public data holds no sensitive
   record, as :func:`privsynth.release.checks.check_public` enforces for the CLI).
 * :func:`check_public_only_model`: a ``finetune: none`` row (ε = 0, "the public model alone") samples a model that
@@ -15,41 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from privsynth.data.provenance import check_public_specs, data_origin  # the release path decides with them too
 from privsynth.errors import InvalidData, PrivacyError
 
 __all__ = ["public_datasets", "check_public_specs", "data_origin", "check_public_only_model",
            "check_pretrained_on_public", "check_staged_budget"]
-
-
-def data_origin(name: str, specs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The dataset ``name`` derives from through its ``split_of`` chain (itself when it is no split), with that root's
-    spec without the ``sensitive`` flag (two roots with one generating spec hold the same records)."""
-    seen: list[str] = []
-    while True:
-        if name not in specs:
-            raise InvalidData(f"dataset '{name}' is not declared in the suite")
-        if name in seen:
-            raise InvalidData(f"datasets {' -> '.join(seen + [name])} form a cycle")
-        seen.append(name)
-        spec = specs[name]
-        if "split_of" not in spec:
-            return name, {k: v for k, v in spec.items() if k != "sensitive"}
-        name = spec["split_of"]
-
-
-def check_public_specs(public: list[str], sensitive: str, specs: dict[str, Any]) -> None:
-    """Refuse public datasets that share records with ``sensitive`` by construction: the same root dataset of their
-    ``split_of`` chains (a sibling split, a parent or a child of it), or roots with the same generating spec.
-
-    Protects: pre-training and public statistics never see a sensitive record (a suite need not mark every split of the
-    sensitive data ``sensitive: true``). Reads only the specs, never the sensitive rows."""
-    root, spec = data_origin(sensitive, specs)
-    for name in public:
-        p_root, p_spec = data_origin(name, specs)
-        if p_root == root or p_spec == spec:
-            raise PrivacyError(
-                f"public dataset '{name}' derives from '{p_root}', as the sensitive dataset '{sensitive}' does (from "
-                f"'{root}'{'' if p_root == root else ', same spec'}): public data must not contain sensitive records")
 
 
 def public_datasets(params: dict[str, Any], ctx: Any) -> list:

@@ -39,6 +39,7 @@ from privsynth.errors import InvalidData, PrivacyError
 from privsynth.evaluation.bench.context import CellContext
 from privsynth.evaluation.cell_guards import check_pretrained_on_public, check_public_only_model, check_staged_budget
 from privsynth.evaluation.cell_guards import public_datasets as _public  # privacy guards of these cells
+from privsynth.evaluation.bench.records import holder_only, result_value
 from privsynth.evaluation.bench.registry import register_cell, register_group
 from privsynth.evaluation.bench.sources import load_dataset_file, save_dataset
 
@@ -137,6 +138,24 @@ def synth_config(spec: dict[str, Any] | None, seed: int = 0):
     return cfg
 
 
+# figures a cell measures about its own process outside any DP mechanism: with the sensitive set read (a fine-tune's
+# or fit's time), or in a worker that may have run such cells (peak memory); records keep them under holder_only
+_SENSITIVE_TIMES = ("finetune_seconds", "fit_seconds")
+_WORKER = ("peak_rss_mb",)
+
+
+def _save_checkpoint(synth: Any, path: Any, params: dict[str, Any], *, private: bool) -> None:
+    """Write a cell's model: through the release guard (``privsynth finetune``'s writer, its ledger within the cell's
+    ε) when it learnt from the sensitive set with DP; as it is otherwise (public only, or the no-DP ablation, whose
+    artifacts the bench keeps for its controls and never releases)."""
+    if not private:
+        synth.save(path)
+        return
+    from privsynth.privacy.guard import guarded_save_model
+
+    guarded_save_model(synth, path, float(params["epsilon"]), float(params.get("delta", 1e-5)))
+
+
 def _peak_rss_mb() -> float:
     """Peak resident memory of this worker process so far (an upper bound for the cell when workers are reused)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
@@ -197,7 +216,8 @@ def pretrain_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     synth.pretrain(_public(params, ctx), progress=False)
     seconds = time.perf_counter() - t0
     synth.save(ctx.artifact_dir / "model.pt")
-    return {"pretrain_seconds": seconds, "n_parameters": synth.n_parameters(), "peak_rss_mb": _peak_rss_mb()}
+    return holder_only({"pretrain_seconds": seconds, "n_parameters": synth.n_parameters(),
+                        "peak_rss_mb": _peak_rss_mb()}, *_WORKER)
 
 
 def _public_only(params: dict[str, Any], ctx: CellContext) -> bool:
@@ -275,7 +295,7 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
         out["sample_seconds"] = time.perf_counter() - t0
         out["n_synthetic"] = len(synthetic)
         save_dataset(synthetic, ctx.artifact_dir / "synthetic.npz")
-    synth.save(ctx.artifact_dir / "model.pt")
+    _save_checkpoint(synth, ctx.artifact_dir / "model.pt", params, private=synth.config.private and not public_only)
     hist = synth.history[-1] if synth.history else {}
     for key in ("epsilon", "noise_multiplier", "steps", "sample_rate", "final_loss"):
         if key in hist and f"dp_{key}" not in out:  # dp_epsilon: the ledger's total (check_staged_budget)
@@ -283,7 +303,7 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     if synth.config.private and synth.ledger is not None:
         (ctx.artifact_dir / "ledger.json").write_text(synth.ledger.to_json())
     out["peak_rss_mb"] = _peak_rss_mb()
-    return out
+    return holder_only(out, *_WORKER) if public_only else holder_only(out, *_SENSITIVE_TIMES, *_WORKER)
 
 
 def _synthesize_registered(name: str, params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
@@ -342,11 +362,12 @@ def _synthesize_registered(name: str, params: dict[str, Any], ctx: CellContext) 
         save_dataset(synthetic, ctx.artifact_dir / "synthetic.npz")
     if callable(getattr(synth, "n_parameters", None)):
         out["n_parameters"] = synth.n_parameters()
-    synth.save(ctx.artifact_dir / "model.ckpt")  # registry.load reads it back (format tag inside the file)
+    # registry.load reads it back (format tag inside the file); a DP fit's model through the guard, samples or not
+    _save_checkpoint(synth, ctx.artifact_dir / "model.ckpt", params, private=not public_only)
     if not public_only:
         (ctx.artifact_dir / "ledger.json").write_text(synth.ledger.to_json())
     out["peak_rss_mb"] = _peak_rss_mb()
-    return out
+    return holder_only(out, *_WORKER) if public_only else holder_only(out, *_SENSITIVE_TIMES, *_WORKER)
 
 
 def upstream_model(ctx: CellContext, need_model: bool = True) -> tuple[Any, float | None]:
@@ -364,7 +385,7 @@ def upstream_model(ctx: CellContext, need_model: bool = True) -> tuple[Any, floa
                           f"{ctx.upstream_dir} (is it a synthesize cell? its artifacts may have been deleted: "
                           "delete its record to re-run it)")
     res = ctx.upstream.result or {}
-    seconds = res.get("finetune_seconds", res.get("fit_seconds"))
+    seconds = result_value(res, "finetune_seconds", result_value(res, "fit_seconds"))
     return found[0], (float(seconds) if isinstance(seconds, (int, float)) else None)
 
 
@@ -497,8 +518,9 @@ def cost_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
         raise InvalidData(f"cost cell {ctx.cell_id}: upstream cell {ctx.upstream.id} recorded no finetune_seconds or "
                           "fit_seconds (is it a synthesize cell?)")
     out: dict[str, Any] = {"finetune_seconds": finetune_seconds}
-    out.update({k: res[k] for k in ("fit_seconds", "pretrain_seconds", "sample_seconds", "n_parameters", "peak_rss_mb")
-                if k in res})
+    for k in ("fit_seconds", "pretrain_seconds", "sample_seconds", "n_parameters", "peak_rss_mb"):
+        if result_value(res, k) is not None:
+            out[k] = result_value(res, k)
     steps = res.get("dp_steps")
     if steps:
         out["seconds_per_step"] = finetune_seconds / steps
@@ -509,4 +531,7 @@ def cost_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
         size = sum(p.stat().st_size for p in files)
         out["checkpoint_mb"] = size / 2**20
     out["private"] = ctx.upstream.params.get("epsilon") is not None
-    return out
+    # the upstream's holder-only figures stay the holder's, and so does the time per step derived from them
+    public_only = bool(res.get("public_only"))
+    return holder_only(out, *_WORKER) if public_only else holder_only(out, *_SENSITIVE_TIMES, "seconds_per_step",
+                                                                         *_WORKER)

@@ -80,7 +80,9 @@ def method_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     if result.dataset is not None:
         save_dataset(result.dataset, ctx.artifact_dir / "synthetic.npz")
         out["n_synthetic"] = len(result.dataset)
-    return out
+    from privsynth.evaluation.bench.records import holder_only
+
+    return holder_only(out, "seconds")  # the run's time on the sensitive set, outside DP: the holder's own
 
 
 if __name__ == "__main__":  # ``python -m privsynth.evaluation.method_cells SUITE.yaml [bench options]``

@@ -11,6 +11,7 @@ Data flows data -> privacy -> synth -> release: this package may import all thre
 from privsynth.release.checks import (
     as_dataset,
     check_model_fits,
+    check_pretrained_public,
     check_public,
     check_release_request,
     check_resume_files,
@@ -31,6 +32,7 @@ __all__ = [
     "check_release_request",
     "check_public",
     "check_model_fits",
+    "check_pretrained_public",
     "record_dp_request",
     "ENV_FACT_FIELDS",
     "load_synthesizer",

@@ -9,8 +9,8 @@ from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData, PrivacyError, PrivsynthError, SpaceMismatch, naming_file
 from privsynth.synth.transition import TransitionSynthesizer
 
-__all__ = ["as_dataset", "check_release_request", "check_public", "check_model_fits", "record_dp_request",
-           "load_synthesizer", "check_resume_files"]
+__all__ = ["as_dataset", "check_release_request", "check_public", "check_model_fits", "check_pretrained_public",
+           "record_dp_request", "load_synthesizer", "check_resume_files"]
 
 def as_dataset(ds: OfflineDataset | str) -> OfflineDataset:
     """A dataset object from an object or a Minari dataset id."""
@@ -63,6 +63,40 @@ def check_model_fits(synth: Any, sensitive: OfflineDataset) -> None:
             f"the synthesizer models obs/action dims {dims[0]}/{dims[1]} but '{sensitive.info.name}' has "
             f"{sensitive.obs_dim}/{sensitive.act_dim}"
         )
+
+
+def check_pretrained_public(synth: Any, sensitive: OfflineDataset, card: dict[str, Any] | None = None) -> None:
+    """Refuse a pre-trained synthesizer whose public data is, or holds records of, the sensitive set, before it is
+    fine-tuned on it (pre-training is not accounted, so those records would leave unprotected).
+
+    By id: a public dataset the checkpoint (``synth.public_data``) or its ``card`` (``public_data[].name``) names is
+    the sensitive dataset (its name or Minari id) or the dataset it was split from. By content: a card entry that
+    records how its data was generated (``generator`` and ``config``, as the shipped models' ``card.json`` do) with the
+    same generator and, on every setting the card records, the same values as the sensitive set's root
+    (:func:`privsynth.data.provenance.check_public_specs`, the benchmark's check). Reads descriptions, never rows."""
+    from privsynth.data.provenance import check_public_specs, data_origin, info_specs
+
+    info = sensitive.info
+    specs = info_specs(info.name, info.extra)
+    ours = set(specs) | ({info.extra["minari_id"]} if isinstance(info.extra.get("minari_id"), str) else set())
+    entries = [e for e in ((card or {}).get("public_data") or []) if isinstance(e, dict)]
+    names = [str(n) for n in getattr(synth, "public_data", []) or []] + [str(e.get("name")) for e in entries]
+    for name in names:
+        if name in ours:
+            raise PrivacyError(f"refusing the pre-trained model: it was pre-trained on '{name}', which is the sensitive "
+                               f"dataset '{info.name}' or its source; public data must not contain sensitive records")
+    root, spec = data_origin(info.name, specs)
+    for entry in entries:
+        recorded = entry.get("config")
+        if not isinstance(entry.get("generator"), str) or not isinstance(recorded, dict) or not recorded:
+            continue  # the card does not say how this data was made: the names above are all there is to compare
+        config = spec.get("config") if isinstance(spec.get("config"), dict) else {}
+        mine = {**specs, root: {"generator": spec.get("generator"), "config": {k: config.get(k) for k in recorded}}}
+        key = f"{entry.get('name')} (pre-training data)"
+        try:
+            check_public_specs([key], info.name, {**mine, key: {"generator": entry["generator"], "config": recorded}})
+        except PrivacyError as exc:
+            raise PrivacyError(f"refusing the pre-trained model: {exc}") from None
 
 
 def record_dp_request(config: Any, epsilon: float, delta: float, unit: str) -> None:

@@ -17,6 +17,7 @@ from privsynth.errors import InvalidData, PrivacyError
 from privsynth.release.checks import (
     as_dataset,
     check_model_fits,
+    check_pretrained_public,
     check_public,
     check_release_request,
     check_resume_files,
@@ -27,7 +28,7 @@ from privsynth.release.guarded import release_dataset
 from privsynth.release.support import prepare_release
 from privsynth.synth.base import Unit
 from privsynth.synth.config import TransitionSynthConfig, demo_config
-from privsynth.synth.pretrained import resolve_pretrained
+from privsynth.synth.pretrained import pretrained_card, resolve_pretrained
 from privsynth.synth.transition import TransitionSynthesizer
 
 __all__ = ["SynthesisResult", "synthesize"]
@@ -95,6 +96,10 @@ def synthesize(
 
     t_all = time.perf_counter()
     check_epsilon(epsilon)  # fail before any work: bad budgets, names and sizes are one-line errors
+    if postprocess:
+        from privsynth.release.postprocess import step_options
+
+        step_options(postprocess)  # unknown step names: before any data is read
     public_list = [] if public is None else [public] if isinstance(public, (OfflineDataset, str)) else list(public)
     check_release_request(
         out_dataset,
@@ -156,9 +161,11 @@ def synthesize(
         t0 = time.perf_counter()
         if isinstance(pretrained, TransitionSynthesizer):
             synth = pretrained
+            check_pretrained_public(synth, sens)  # its public data is not the sensitive set (by name)
         elif pretrained is not None:
             synth = load_synthesizer(resolve_pretrained(pretrained))
             check_model_fits(synth, sens)
+            check_pretrained_public(synth, sens, pretrained_card(pretrained))  # by name and by the card's content
             if config is not None:  # keep what the checkpoint was trained as (architecture, row representation),
                 # take the rest of the caller's config
                 config = dataclasses.replace(config, denoiser=synth.config.denoiser, edm=synth.config.edm,
@@ -191,6 +198,11 @@ def synthesize(
             if done_pre is not None and pretrain:
                 synth.save(done_pre)
         seconds["pretrain"] = time.perf_counter() - t0
+        if postprocess:  # filters that keep no public row would refuse the release after the budget is spent
+            from privsynth.release.salvage import check_filters_can_keep
+
+            check_filters_can_keep(sens.info, postprocess, pubs,
+                                   synth if not dp_norm and (pretrain or pretrained is not None) else None)
         t0 = time.perf_counter()
         record_dp_request(synth.config, epsilon, delta, unit)
         # with a DP normaliser, DP-SGD gets what is left; the guard checks the composed total against epsilon
@@ -200,9 +212,17 @@ def synthesize(
             _save_stage(synth, done_fine, epsilon, delta)
     t0 = time.perf_counter()
     name = out_dataset or f"{sens.info.name}-synthetic-eps{epsilon:g}"
-    ds = _maybe_postprocess(
-        prepare_release(synth.sample(n, progress=progress, name=name), sens.info), postprocess, n=n, topup=topup,
-        draw=lambda k, i: prepare_release(synth.sample(k, seed=_draw_seed(synth, i), name=name), sens.info))
+    try:
+        ds = _maybe_postprocess(
+            prepare_release(synth.sample(n, progress=progress, name=name), sens.info), postprocess, n=n, topup=topup,
+            draw=lambda k, i: prepare_release(synth.sample(k, seed=_draw_seed(synth, i), name=name), sens.info))
+    except Exception as exc:  # after the fine-tune: keep the model (guarded), so the spent budget is not lost
+        if synth.ledger is None or not synth.config.private:
+            raise
+        from privsynth.release.salvage import keep_finetuned
+
+        raise keep_finetuned(exc, synth, done_fine if done_fine is not None and done_fine.exists() else None,
+                             epsilon=epsilon, delta=delta, n=n, name=name, steps=postprocess) from exc
     seconds["sample"] = time.perf_counter() - t0
     ledger = synth.ledger
     spent = None

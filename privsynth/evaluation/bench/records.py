@@ -19,7 +19,31 @@ import numpy as np
 from privsynth.data.safe_files import read_json_object
 from privsynth.errors import InvalidData
 
-__all__ = ["CellRecord", "CellFailure", "RunSummary", "write_json", "read_record"]
+__all__ = ["CellRecord", "CellFailure", "RunSummary", "write_json", "read_record", "HOLDER_ONLY", "holder_only",
+           "result_value"]
+
+# A cell result's section for what a run on the sensitive set measured about itself outside any DP mechanism (its
+# fine-tune / fit time, the worker's peak memory): the data holder's own figures, never published with a release
+# (docs/benchmarks.md, "Holder-only figures"). Tables still show them: a suite's tables are the holder's too.
+HOLDER_ONLY = "holder_only"
+
+
+def holder_only(result: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """``result`` with ``keys`` (those present) moved into its :data:`HOLDER_ONLY` section; returns ``result``."""
+    moved = {k: result.pop(k) for k in keys if k in result}
+    if moved:
+        result[HOLDER_ONLY] = {**result.get(HOLDER_ONLY, {}), **moved}
+    return result
+
+
+def result_value(result: Mapping[str, Any] | None, key: str, default: Any = None) -> Any:
+    """``key`` of a cell result, from its top level or its :data:`HOLDER_ONLY` section (records written before the
+    section existed keep such figures at the top)."""
+    result = result or {}
+    if key in result:
+        return result[key]
+    section = result.get(HOLDER_ONLY)
+    return section.get(key, default) if isinstance(section, Mapping) else default
 
 
 class _FieldView(Mapping):

@@ -11,6 +11,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from privsynth.errors import InvalidData
 from privsynth.evaluation.bench.plan import records_for
+from privsynth.evaluation.bench.records import HOLDER_ONLY
 from privsynth.evaluation.bench.suite import Suite
 
 __all__ = ["records_frame", "summary_table", "write_tables", "eps_label", "label", "check_keys", "remove_stale",
@@ -43,7 +44,9 @@ def records_frame(records: Sequence[Mapping[str, Any]]):
         row = {k: v for k, v in r["params"].items() if not isinstance(v, (dict, list))}
         if "epsilon" in row:
             row["epsilon"] = eps_label(row["epsilon"])
-        row.update({k: v for k, v in (r["result"] or {}).items() if isinstance(v, (int, float, str, bool)) or v is None})
+        result = dict(r["result"] or {})
+        result = {**(result.pop(HOLDER_ONLY, None) or {}), **result}  # the holder's own figures are columns too
+        row.update({k: v for k, v in result.items() if isinstance(v, (int, float, str, bool)) or v is None})
         row["cell"] = r["id"]
         row["seconds"] = r["seconds"]
         rows.append(row)
