@@ -272,9 +272,9 @@ def assess_claim(card: dict[str, Any] | None, unit: str, split: dict[str, Any] |
         needed = members_needed(design, best["pairs"], best.get("guesses_per_side") or best["guesses"] // 2)
         hint = f", scored with --max-units {needed['units']}" if needed["units"] is not None else ""
         out.update(members_needed=needed, status="uninformative",
-                   line=f"uninformative about the claimed {claimed}: with every guess right this design "
-                        f"({best['pairs']} member/non-member pairs, {best['guesses']} guesses) shows at most "
-                        f"ε ≥ {cap:.3g}, so it cannot refute the claim (it shows {shown}); a test of this claim "
-                        f"needs {needed_text(needed, 'members and as many non-members', claim['delta'])}{hint}")
+                   line=f"uninformative about the claimed {claimed}: the audit shows {shown}, but with every guess "
+                        f"right this design ({best['pairs']} pairs, {best['guesses']} guesses) shows at most "
+                        f"ε ≥ {cap:.3g}, so it cannot refute the claim; a test of this claim needs "
+                        f"{needed_text(needed, 'members and as many non-members', claim['delta'])}{hint}")
     out["plot_bound"] = [claim["epsilon"], claim["delta"]] if claim["unit"] in (None, unit) else None
     return out
