@@ -538,7 +538,8 @@ def _pipeline(cfg: DemoConfig, threads: int, out: Path, data: _DemoData, clock: 
         "agents": evaluation.get("agents"),
         "audit": {name: {k: v for k, v in a.items() if k != "roc"}
                   for part in ("data_only", "white_box") for name, a in audit[part]["attacks"].items()},
-        "epsilon_audit": {k: audit["epsilon_audit"].get(k) for k in ("status", "line", "notes", "split")},
+        "epsilon_audit": {k: audit["epsilon_audit"].get(k) for k in ("status", "line", "notes", "split",
+                                                                      "best_possible_bound", "members_needed")},
         "audit_command": command,
         "seconds": seconds,
         "cpu_seconds": cpu,

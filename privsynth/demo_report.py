@@ -14,6 +14,12 @@ def _num(x: Any, digits: int = 3) -> str:
     return f"{x:.{digits}f}" if isinstance(x, (int, float)) else "–"
 
 
+def _verdict(ea: dict[str, Any]) -> str:
+    """The audit's verdict line, in bold when it is not ``consistent`` (a VIOLATION, or a design that cannot test)."""
+    line = ea.get("line", "–")
+    return f"**{line}**" if ea.get("status") in ("violation", "uninformative") else line
+
+
 def render_report(report: dict[str, Any], card_md: str, out: Path) -> str:
     """``report.md`` from the demo's report dict and the card's markdown (``out``: the demo's output folder)."""
     cfg, sec = report["config"], report["seconds"]
@@ -99,7 +105,7 @@ def render_report(report: dict[str, Any], card_md: str, out: Path) -> str:
                      f"{_num(t.get('0.01'))} | {_num(t.get('0.1'))} | {bound} |")
     ea = report.get("epsilon_audit") or {}
     lines += ["", f"**Claimed ε tested** (one-run bound on member/non-member pairs, Bonferroni over the attacks; "
-              f"[audit.md](audit.md)): {ea.get('line', '–')}"] + [f"- note: {n}" for n in ea.get("notes") or []]
+              f"[audit.md](audit.md)): " + _verdict(ea)] + [f"- note: {n}" for n in ea.get("notes") or []]
     lines += [
         "",
         "![ROC](audit_roc.png)",

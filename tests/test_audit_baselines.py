@@ -99,7 +99,8 @@ def test_cli_audits_a_baseline_checkpoint(tmp_path, capsys):
     save_dataset(others, tmp_path / "non.npz")
     out = tmp_path / "audit.json"
     assert main(["audit", "--checkpoint", str(ckpt), "--members", str(tmp_path / "members.npz"),
-                 "--non-members", str(tmp_path / "non.npz"), "--out", str(out)]) == 0
+                 "--non-members", str(tmp_path / "non.npz"), "--out", str(out)]) == 3  # uninformative (issue 36):
+    # 100 pairs show at most ε ≥ 0.91 with every guess right, so they cannot test the card's ε = 10
     report = json.loads(out.read_text())
     assert set(report["white_box"]["attacks"]) == {"loss"}
     assert report["card"]["epsilon"] == pytest.approx(10.0, rel=1e-6)

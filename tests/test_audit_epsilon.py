@@ -13,8 +13,16 @@ from privsynth.data import DatasetInfo, OfflineDataset
 from privsynth.errors import InvalidData
 from privsynth.evaluation.bench.sources import save_dataset, split_transitions
 from privsynth.evaluation.mia.audit import check_disjoint, infer_split, withhold_unsupported
-from privsynth.evaluation.mia.epsilon import EpsilonTest, add_remove_lower_bound, assess_claim, epsilon_test, pair_units
-from privsynth.privacy.audit import epsilon_lower_bound
+from privsynth.evaluation.mia.epsilon import (
+    EpsilonTest,
+    add_remove_lower_bound,
+    assess_claim,
+    best_possible_bound,
+    epsilon_test,
+    members_needed,
+    pair_units,
+)
+from privsynth.privacy.audit import SEARCH_CAP, design_size_needed, epsilon_lower_bound
 
 O, A = 2, 1
 CARD = {"epsilon": 0.1, "delta": 1e-5, "unit": "transition", "accountant": "rdp", "private": True,
@@ -114,6 +122,9 @@ def test_the_verdict_needs_a_comparable_card():
     assert by_episode["status"] == "not_applicable" and "split by episode" in by_episode["notes"][0]
     assert assess_claim({}, "transition", None, bounds)["line"] == \
         "not a DP release (no privacy card): no claimed ε to test"
+    # a design capped at 1.5 cannot test a claim of 2: uninformative, not "consistent" (issue 36)
+    assert assess_claim({**CARD, "epsilon": 2.0}, "transition", None, bounds)["status"] == "uninformative"
+    bounds["data-only"]["attacks"]["dcr"]["epsilon_test"]["max_bound"] = 2.5
     assert assess_claim({**CARD, "epsilon": 2.0}, "transition", None, bounds)["status"] == "consistent"
 
 
@@ -139,6 +150,83 @@ def test_release_independent_of_the_members_is_consistent_exit_0(tmp_path, capsy
     assert code == 0 and res["epsilon_audit"]["status"] == "consistent"
     assert "VIOLATION" not in printed.out and "VIOLATION" not in (tmp_path / "audit.md").read_text()
     assert res["data_only"]["attacks"]["dcr"]["epsilon_test"]["epsilon_lower_bound"] <= 0.1
+
+
+# -- an audit that cannot refute the claim does not say "consistent" (issue 36) --------------------------------------
+def test_verbatim_copy_carded_at_eps_8_is_uninformative_exit_3(tmp_path, capsys, split):
+    """The members verbatim as the release: every guess right, bound 1.98, which can never refute ε = 8."""
+    members, non_members = split
+    code, res, printed = _cli(tmp_path, capsys, as_release(members, {**CARD, "epsilon": 8.0}), members, non_members)
+    assert code == 3
+    ea = res["epsilon_audit"]
+    t = res["data_only"]["attacks"]["dcr"]["epsilon_test"]
+    assert t["correct"] == t["guesses"] == 200 and t["epsilon_lower_bound"] == pytest.approx(1.98, abs=0.01)
+    assert ea["status"] == "uninformative" and ea["best_possible_bound"] == pytest.approx(1.98, abs=0.01)
+    # at δ = 1e-5 the δ term grows with the pairs: no design up to the cap refutes ε = 8
+    assert ea["members_needed"] == {"units": None, "guesses_per_side": None, "more_than": SEARCH_CAP}
+    line = [s for s in printed.out.splitlines() if s.startswith("uninformative")]
+    assert len(line) == 1 and "more than 1,000,000 members" in line[0] and "at most ε ≥ 1.98" in line[0]
+    assert "consistent" not in printed.out and "VIOLATION" not in printed.out
+    assert "**uninformative" in (tmp_path / "audit.md").read_text()
+
+
+def test_leaky_release_carded_at_eps_1_is_still_a_violation(tmp_path, capsys, split):
+    members, non_members = split
+    code, res, printed = _cli(tmp_path, capsys, as_release(members, {**CARD, "epsilon": 1.0}), members, non_members)
+    ea = res["epsilon_audit"]
+    assert code == 1 and ea["status"] == "violation" and printed.out.count("VIOLATION") == 1
+    assert ea["best_possible_bound"] == pytest.approx(1.98, abs=0.01) and ea["members_needed"] is None
+
+
+def test_release_independent_of_the_members_is_consistent_where_the_design_can_test(tmp_path, capsys, split):
+    members, non_members = split
+    fresh = walks(40, 50, seed=9)
+    code, res, printed = _cli(tmp_path, capsys, as_release(fresh, {**CARD, "epsilon": 1.0}), members, non_members)
+    ea = res["epsilon_audit"]
+    assert code == 0 and ea["status"] == "consistent" and ea["best_possible_bound"] > 1.0
+    assert ea["members_needed"] is None and "could have shown ε ≥ 1.98" in printed.out
+    # the same release scored on 100 pairs (best possible 0.91) cannot test ε = 1
+    code, res, printed = _cli(tmp_path, capsys, as_release(fresh, {**CARD, "epsilon": 1.0}), members, non_members,
+                              "--max-units", "100")
+    assert code == 3 and res["epsilon_audit"]["status"] == "uninformative"
+
+
+def test_members_needed_is_the_smallest_design_whose_best_bound_exceeds_the_claim(tmp_path, capsys, split):
+    """200 pairs cannot test ε = 1.5 (best bound 1.21); the figure the report gives can, and one fewer cannot."""
+    members, non_members = split
+    card = {**CARD, "epsilon": 1.5}
+    code, res, printed = _cli(tmp_path, capsys, as_release(members, card), members, non_members, "--max-units", "200")
+    ea = res["epsilon_audit"]
+    assert code == 3 and ea["status"] == "uninformative" and ea["best_possible_bound"] < 1.5
+    need = ea["members_needed"]
+    n, k = need["units"], need["guesses_per_side"]
+    assert n == 330 and k == 33 and need["more_than"] is None
+    assert "needs 330 members and as many non-members (66 guesses), scored with --max-units 330" in printed.out
+    test = EpsilonTest(epsilon=1.5, delta=1e-5)  # one attack at 95%, the card's add/remove relation
+    assert best_possible_bound(n, n // 10, test) > 1.5 >= best_possible_bound(n - 1, (n - 1) // 10, test)
+    # the audit at that size is informative: the verbatim copy is now refuted
+    code, res, _ = _cli(tmp_path, capsys, as_release(members, card), members, non_members, "--max-units", str(n))
+    assert code == 1 and res["epsilon_audit"]["status"] == "violation"
+
+
+def test_design_size_search_matches_a_scan_of_the_bound_function():
+    for eps, relation, delta, pairs, k in ((2.05, "add/remove", 1e-5, 1000, 100), (0.5, "add/remove", 1e-5, 1000, 100),
+                                            (4.0, "replace-one", 1e-5, 1000, 100), (3.0, "add/remove", 0.0, 1000, 100),
+                                            (1.0, "add/remove", 1e-5, 1000, 25)):
+        test = EpsilonTest(epsilon=eps, delta=delta, relation=relation)
+        need = members_needed(test, pairs, k)
+
+        def best(n):
+            return best_possible_bound(n, n * k // pairs, test) if n * k // pairs else 0.0
+
+        n = need["units"]
+        assert need["guesses_per_side"] == n * k // pairs and best(n) > eps
+        assert all(best(m) <= eps for m in range(max(1, n - 60), n)), (eps, relation, n)
+    assert members_needed(EpsilonTest(epsilon=3.0, delta=1e-5), 1000, 100)["more_than"] == SEARCH_CAP
+    assert design_size_needed(lambda n, k: k >= 7, units=100, guesses=10) == \
+        {"units": 70, "guesses_per_side": 7, "more_than": None}
+    with pytest.raises(ValueError):
+        design_size_needed(lambda n, k: True, units=10, guesses=6)
 
 
 def test_split_by_episode_gives_no_transition_level_verdict_but_a_trajectory_level_one(tmp_path, capsys):

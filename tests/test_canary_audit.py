@@ -147,7 +147,7 @@ def test_canary_audit_without_power_says_it_is_uninformative(tmp_path, monkeypat
     args = ["audit", "--canaries", "200", "--sensitive", "toy/s-v0", "--public", "toy/pub-v0", "--out", str(out),
             "--overwrite"]
     fake.off, fake.lb = 22, 0.0
-    assert main(args) == 0
+    assert main(args) == 3  # uninformative has its own exit status (issue 36: it used to exit 0, as consistent)
     printed = capsys.readouterr().out
     assert "UNINFORMATIVE (release)" in printed and "no power" in printed
     res = json.loads(out.read_text())["canary"]
@@ -172,5 +172,44 @@ def test_assess_power_without_control_or_with_a_design_capped_below_the_claim():
     assert one["runs"][0]["audits"]["release"]["verdict"] == "consistent (power unknown)"
     capped = assess_power({"max_bound": 0.8, "runs": [{"noise": "on", "audits": {"release": dict(a)}}]})
     assert capped["power"]["release"]["informative"] is False and "cannot refute" in capped["power"]["release"]["reason"]
+    assert capped["status"] == "uninformative" and one["status"] == "consistent (power unknown)"
     bad = assess_power({"max_bound": 0.8, "runs": [{"noise": "on", "audits": {"release": {**a, "consistent": False}}}]})
-    assert bad["runs"][0]["audits"]["release"]["verdict"] == "violation"
+    assert bad["runs"][0]["audits"]["release"]["verdict"] == "violation" and bad["status"] == "violation"
+
+
+def test_canary_design_capped_below_the_claim_is_uninformative_with_the_canaries_needed(tmp_path, monkeypatch,
+                                                                                        capsys, public):
+    """Every canary guessed right still cannot refute ε = 4 with 200 canaries: uninformative (exit 3), and the report
+    gives the fewest canaries whose design could (checked against the bound function)."""
+    from privsynth.cli import main
+    from privsynth.data import minari_io
+    from privsynth.evaluation.mia import canary
+    from privsynth.privacy.audit import epsilon_lower_bound
+
+    cap = epsilon_lower_bound(200, 40, 40, 1e-5, 0.95)
+    a = {"epsilon_lower_bound": cap, "claimed_epsilon": 4.0, "delta": 1e-5, "canaries": 200, "guesses": 40,
+         "correct": 40, "confidence": 0.95, "consistent": True}
+    off = {**a, "consistent": False, "claimed_epsilon": 1.0}
+
+    def fake(sens, pub, cfg, **kw):
+        return {"canaries": 200, "included": 100, "guesses_per_side": 20, "confidence": 0.95, "description": "toy",
+                "max_bound": cap, "runs": [{"label": "noise on", "noise": "on", "card": {}, "audits": {"release": dict(a)}},
+                                           {"label": "noise off", "noise": "off", "card": {}, "audits": {"release": off}}]}
+
+    res = canary.assess_power(fake(None, None, None))
+    assert res["status"] == "uninformative" and res["best_possible_bound"] == pytest.approx(cap) and cap < 4.0
+    need = res["canaries_needed"]
+    m, k = need["units"], need["guesses_per_side"]
+    assert k == m // 10 and epsilon_lower_bound(m, 2 * k, 2 * k, 1e-5, 0.95) > 4.0
+    m1 = m - 1
+    assert epsilon_lower_bound(m1, 2 * (m1 // 10), 2 * (m1 // 10), 1e-5, 0.95) <= 4.0
+    assert f"a test of it needs {m:,} canaries" in res["power"]["release"]["reason"]
+    minari_io.write_dataset(public[0], "toy/pub-v0")
+    minari_io.write_dataset(make_toy_dataset(lengths=(20,) * 5, obs_dim=O, act_dim=A, seed=7, name="s"), "toy/s-v0")
+    monkeypatch.setattr(canary, "run_canary_audit", fake)
+    out = tmp_path / "c.json"
+    assert main(["audit", "--canaries", "200", "--sensitive", "toy/s-v0", "--public", "toy/pub-v0", "--epsilon", "4",
+                 "--out", str(out)]) == 3
+    saved = json.loads(out.read_text())["canary"]
+    assert saved["status"] == "uninformative" and saved["canaries_needed"] == need
+    assert f"needs {m:,} canaries" in capsys.readouterr().out

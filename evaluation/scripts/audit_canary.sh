@@ -15,4 +15,5 @@ $PS datasets make pointmaze --maze medium --steps 10000 --seed 12 --ref-episodes
 $PS datasets make pointmaze --maze umaze  --steps 10000 --seed 2  --ref-episodes 1 --name audit/umaze-v0 --quiet --overwrite
 $PS audit --canaries 500 --unit trajectory --sensitive audit/umaze-v0 \
     --public audit/public-open-v0,audit/public-medium-v0 --pretrained pointmaze-umaze \
-    --epsilon 1 --delta 1e-5 --noise both --out "$OUT/audit.json"
+    --epsilon 1 --delta 1e-5 --noise both --out "$OUT/audit.json" \
+    || test $? -eq 3  # 3 = uninformative (a score source without power): the report says which, not a failure

@@ -10,6 +10,13 @@ from pathlib import Path
 from privsynth.commands._types import refuse_existing
 from privsynth.errors import InvalidData
 
+EXIT_VIOLATION = 1  # the audit refutes the claimed ε
+EXIT_UNINFORMATIVE = 3  # no VIOLATION, but the design could not have shown one (2 is a refused request)
+EXIT_CODES = ("exit status: 0 = consistent (the design could have refuted the claim and did not), or no claim to "
+              "test; 1 = VIOLATION (the audit refutes the claimed epsilon); 2 = a refused request or bad input; "
+              "3 = uninformative (even every guess right could not refute the claim; the report says how many "
+              "members, or canaries, a test of it needs)")
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -21,8 +28,9 @@ def register(subparsers) -> None:
         "data (DCR, calibrated DCR, DOMIAS); --checkpoint: white-box attacks on the released EMA weights; "
         "--canaries M: insert M canaries into --sensitive, run the real release pipeline and lower-bound epsilon. "
         "Data-only and white-box results are tested against the privacy card's epsilon (one-run bound on "
-        "member/non-member pairs); exit status 1 when the audit refutes the claim. Writes the JSON, a markdown report "
-        "and a ROC plot (computed on sensitive data, not covered by the card). See docs/audit.md.",
+        "member/non-member pairs). Writes the JSON, a markdown report and a ROC plot (computed on sensitive data, not "
+        "covered by the card). See docs/audit.md.",
+        epilog=EXIT_CODES[0].upper() + EXIT_CODES[1:] + ".",
     )
     p.add_argument("--release", default=None, help="Minari id (or .npz cache) of the released synthetic dataset")
     p.add_argument("--checkpoint", default=None, help="synthesizer checkpoint (.pt) to attack with white-box attacks")
@@ -321,7 +329,12 @@ def run(args: argparse.Namespace) -> int:
     for note in ea.get("notes", []):
         print(f"note: {note}")
     print("wrote " + ", ".join(str(p) for p in written.values()))
-    return 1 if ea["status"] == "violation" else 0  # as the canary audit: the claim was proved wrong
+    return exit_code(ea["status"])
+
+
+def exit_code(status: str) -> int:
+    """The command's exit status for a verdict (``EXIT_CODES``)."""
+    return {"violation": EXIT_VIOLATION, "uninformative": EXIT_UNINFORMATIVE}.get(status, 0)
 
 
 def _check_unused(args: argparse.Namespace, ref_data: str | None, ref_model: str | None) -> None:
@@ -377,13 +390,10 @@ def _run_canary(args: argparse.Namespace, ref_model: str | None) -> int:
     written = _write(report, args)
     print(f"{'run':<10} {'scored from':<12} {'correct/guesses':>16} {'eps lower bound':>16} {'claimed eps':>12}  "
           "verdict")
-    code = 0
     for run_ in canary["runs"]:
         for src, a in run_["audits"].items():
             print(f"{run_['label']:<10} {src:<12} {a['correct']:>8}/{a['guesses']:<7} "
                   f"{a['epsilon_lower_bound']:16.3f} {a['claimed_epsilon']:12.3f}  {a.get('verdict', '')}")
-            if run_["noise"] == "on" and not a["consistent"]:
-                code = 1  # the audit proved the release's claim wrong
     print(f"(the largest bound this design can show, every guess right: {canary['max_bound']:.3f})")
     for src, pw in canary.get("power", {}).items():
         if pw["informative"] is False:
@@ -391,4 +401,4 @@ def _run_canary(args: argparse.Namespace, ref_model: str | None) -> int:
         elif pw["informative"] is None:
             print(f"power unknown ({src}): {pw['reason']}")
     print("wrote " + ", ".join(str(p) for p in written.values()))
-    return code
+    return exit_code(canary["status"])  # violation: a noise-on run refuted the claim

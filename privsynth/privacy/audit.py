@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -32,7 +33,10 @@ from torch import nn
 from privsynth.errors import PrivacyError
 from privsynth.privacy.dpsgd import DPSGDConfig, DPTrainResult, dp_train
 
-__all__ = ["AuditResult", "p_value", "epsilon_lower_bound", "audit_scores", "audit_dp_train"]
+__all__ = ["AuditResult", "p_value", "epsilon_lower_bound", "design_size_needed", "SEARCH_CAP", "audit_scores",
+           "audit_dp_train"]
+
+SEARCH_CAP = 1_000_000  # design_size_needed looks no further: "more than 1,000,000"
 
 
 def p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
@@ -65,6 +69,39 @@ def epsilon_lower_bound(m: int, r: int, v: int, delta: float = 0.0, confidence: 
         else:
             hi = mid
     return lo
+
+
+def design_size_needed(rejects: Callable[[int, int], bool], *, units: int, guesses: int,
+                       cap: int = SEARCH_CAP) -> dict:
+    """The smallest design that could refute a claim: ``{"units", "guesses_per_side", "more_than"}``.
+
+    A design of n units (canaries, or member/non-member pairs) keeps the audited design's share of guesses,
+    k(n) = n·guesses // units on each side; ``rejects(n, k)`` says whether 2k guesses out of 2k right on n units
+    reject the claimed ε (the bound function's own test, so "bound > claim"). The search runs over k (for a given k
+    the fewest units, n = ⌈k·units / guesses⌉, give the best bound: the δ term grows with n), in steps of a quarter
+    up to the cap, then bisects down to the first k that rejects. It assumes the best bound rises with k up to its
+    peak (the δ term can make it fall after it). ``units`` and ``more_than`` are None / the cap accordingly.
+    """
+    if guesses < 1 or 2 * guesses > units:
+        raise ValueError("need 1 <= guesses <= units / 2")
+
+    def n_of(k: int) -> int:
+        return -(-k * units // guesses)  # smallest n with n·guesses // units >= k
+
+    k_max = cap * guesses // units
+    lo, hi, k = 0, None, 1
+    while k <= k_max:
+        if rejects(n_of(k), k):
+            hi = k
+            break
+        lo = k
+        k = min(max(k + 1, int(k * 1.25)), k_max) if k < k_max else k_max + 1
+    if hi is None:
+        return {"units": None, "guesses_per_side": None, "more_than": cap}
+    while hi - lo > 1:  # rejects(n_of(hi)) and not rejects(n_of(lo))
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if rejects(n_of(mid), mid) else (mid, hi)
+    return {"units": n_of(hi), "guesses_per_side": hi, "more_than": None}
 
 
 @dataclass

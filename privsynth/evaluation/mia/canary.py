@@ -37,9 +37,10 @@ import numpy as np
 
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.errors import InvalidData
+from privsynth.evaluation.mia.epsilon import needed_text
 
 __all__ = ["CanaryAuditConfig", "make_canaries", "insert_canaries", "score_canaries_from_release",
-           "run_canary_audit", "assess_power"]
+           "run_canary_audit", "assess_power", "canaries_needed"]
 
 
 @dataclass
@@ -253,12 +254,18 @@ def assess_power(result: dict[str, Any]) -> dict[str, Any]:
     A noise-on audit that refutes its claim is a violation whatever else happened. One that does not is only evidence
     when the audit could have seen a leak: the noise-off control (the same pipeline without clipping or noise) must be
     refuted by the same canaries and scores, and the design must be able to show more than the claim at all
-    (``max_bound``). Otherwise the result is uninformative, or of unknown power without a control.
+    (``max_bound``). Otherwise the result is uninformative, or of unknown power without a control. The result's
+    ``status`` is the noise-on runs' worst verdict (``violation``, ``uninformative``, ``consistent (power unknown)``,
+    ``consistent``; ``not_tested`` without a noise-on run), ``best_possible_bound`` the design's ``max_bound`` and
+    ``canaries_needed``, when the design is capped below the claim, the fewest canaries that could refute it
+    (:func:`canaries_needed`).
     """
     runs = result.get("runs", [])
     off = next((r for r in runs if r.get("noise") == "off"), None)
     max_bound = result.get("max_bound")
     power: dict[str, dict[str, Any]] = {}
+    result["best_possible_bound"] = max_bound
+    result["canaries_needed"] = None
     for run in runs:
         for src, a in run.get("audits", {}).items():
             if run.get("noise") == "off":
@@ -267,9 +274,15 @@ def assess_power(result: dict[str, Any]) -> dict[str, Any]:
             claimed = a["claimed_epsilon"]
             ctrl = off["audits"].get(src) if off else None
             if max_bound is not None and max_bound <= claimed:
+                if result.get("canaries") and result.get("guesses_per_side"):
+                    result["canaries_needed"] = canaries_needed(result, claimed)
+                    more = "a test of it needs " + needed_text(result["canaries_needed"], "canaries",
+                                                                _delta_of(result, a))
+                else:
+                    more = "more canaries needed"
                 informative, reason = False, (
                     f"this design shows at most ε ≥ {max_bound:.2f} even with every guess right, not more than the "
-                    f"claimed ε = {claimed:.2f}: it cannot refute the claim (more canaries needed)")
+                    f"claimed ε = {claimed:.2f}: it cannot refute the claim ({more})")
             elif ctrl is None:
                 informative, reason = None, ("no noise-off control was run (--noise both runs one): whether these "
                                              "canaries and scores can see a leak at all is unknown")
@@ -292,7 +305,26 @@ def assess_power(result: dict[str, Any]) -> dict[str, Any]:
                 a["verdict"] = "consistent"
             power[src] = {"informative": informative, "reason": reason}
     result["power"] = power
+    verdicts = [a.get("verdict") for r in runs if r.get("noise") == "on" for a in r.get("audits", {}).values()]
+    result["status"] = next((v for v in ("violation", "uninformative", "consistent (power unknown)", "consistent")
+                             if v in verdicts), "not_tested")
     return result
+
+
+def _delta_of(result: dict[str, Any], audit: dict[str, Any]) -> float:
+    return float(audit.get("delta", (result.get("config") or {}).get("delta", 0.0)) or 0.0)
+
+
+def canaries_needed(result: dict[str, Any], claimed: float) -> dict[str, Any]:
+    """The fewest canaries whose design (this one's share of guesses, every guess right, the same confidence and δ)
+    refutes ``claimed``: ``{"units", "guesses_per_side", "more_than"}``."""
+    from privsynth.privacy.audit import design_size_needed, p_value
+
+    runs = result.get("runs") or [{}]
+    delta = _delta_of(result, next(iter(runs[0].get("audits", {}).values()), {}))
+    alpha = 1.0 - float(result.get("confidence", 0.95))
+    return design_size_needed(lambda m, k: p_value(m, 2 * k, 2 * k, claimed, delta) <= alpha,
+                              units=int(result["canaries"]), guesses=int(result["guesses_per_side"]))
 
 
 def _public_of(pretrained) -> list[OfflineDataset]:

@@ -31,7 +31,7 @@ import numpy as np
 from privsynth.errors import InvalidData
 
 __all__ = ["EpsilonTest", "pair_units", "epsilon_test", "default_guesses", "add_remove_lower_bound", "claim_of",
-           "assess_claim",
+           "assess_claim", "rejects", "best_possible_bound", "members_needed", "needed_text",
            "relation_of", "ASSUMPTION", "GUESS_FRACTION"]
 
 GUESS_FRACTION = 0.1  # default guesses per side: a tenth of the pairs (= of the smaller of the two sets)
@@ -81,14 +81,22 @@ def pair_units(n_members: int, n_non_members: int, guesses: int | None, seed: in
             "non_members": rng.permutation(n_non_members)[:n], "first_is_member": rng.random(n) < 0.5}
 
 
-def add_remove_lower_bound(m: int, r: int, v: int, delta: float, confidence: float) -> float:
-    """Largest add/remove ε rejected when a pair (two add/remove steps) is (2ε, (1 + e^ε)δ)-DP; 0 if none."""
+def rejects(m: int, r: int, v: int, epsilon: float, delta: float, confidence: float,
+            relation: str = "add/remove") -> bool:
+    """Whether ``v`` of ``r`` guesses right on ``m`` pairs reject ``epsilon`` at ``confidence``: the test the bounds
+    below bisect on (a bound exceeds ε exactly when ε is rejected, up to the bisection's resolution)."""
     from privsynth.privacy.audit import p_value
 
-    alpha = 1.0 - confidence
+    if relation == "replace-one":
+        return p_value(m, r, v, epsilon, delta) <= 1.0 - confidence
+    return p_value(m, r, v, 2 * epsilon, min(1.0, (1 + math.exp(epsilon)) * delta)) <= 1.0 - confidence
+
+
+def add_remove_lower_bound(m: int, r: int, v: int, delta: float, confidence: float) -> float:
+    """Largest add/remove ε rejected when a pair (two add/remove steps) is (2ε, (1 + e^ε)δ)-DP; 0 if none."""
 
     def rejected(eps: float) -> bool:
-        return p_value(m, r, v, 2 * eps, min(1.0, (1 + math.exp(eps)) * delta)) <= alpha
+        return rejects(m, r, v, eps, delta, confidence)
 
     if r == 0 or not rejected(0.0):
         return 0.0
@@ -109,6 +117,32 @@ def _bound(m: int, r: int, v: int, test: EpsilonTest) -> float:
     if test.relation == "replace-one":
         return epsilon_lower_bound(m, r, v, test.delta, test.confidence)
     return add_remove_lower_bound(m, r, v, test.delta, test.confidence)
+
+
+def best_possible_bound(pairs: int, guesses_per_side: int, test: EpsilonTest) -> float:
+    """The bound of a design of ``pairs`` pairs and k guesses per side with every guess right: the most it can show."""
+    r = 2 * guesses_per_side
+    return float(_bound(pairs, r, r, test))
+
+
+def members_needed(test: EpsilonTest, pairs: int, guesses_per_side: int) -> dict[str, Any]:
+    """The fewest members (and as many non-members) whose design, with this design's share of guesses, could refute
+    ``test.epsilon`` (best possible bound above it): ``{"units", "guesses_per_side", "more_than"}``, see
+    :func:`privsynth.privacy.audit.design_size_needed`."""
+    from privsynth.privacy.audit import design_size_needed
+
+    return design_size_needed(
+        lambda n, k: rejects(n, 2 * k, 2 * k, test.epsilon, test.delta, test.confidence, test.relation),
+        units=pairs, guesses=guesses_per_side)
+
+
+def needed_text(needed: dict[str, Any], what: str, delta: float) -> str:
+    """``"45,000 members"`` or ``"more than 1,000,000 members"`` (with why such designs fall short when δ > 0)."""
+    if needed.get("units") is not None:
+        return f"{needed['units']:,} {what} ({2 * needed['guesses_per_side']:,} guesses)"
+    tail = (f"; at δ = {delta:g} the bound's δ term grows with the number of units, so no size may suffice"
+            if delta > 0 else "")
+    return f"more than {needed['more_than']:,} {what}{tail}"
 
 
 def epsilon_test(s_in: np.ndarray, s_out: np.ndarray, design: dict[str, Any], test: EpsilonTest) -> dict[str, Any]:
@@ -134,7 +168,7 @@ def epsilon_test(s_in: np.ndarray, s_out: np.ndarray, design: dict[str, Any], te
                        confidence=test.confidence)
     bound = res.epsilon_lower_bound if test.relation == "replace-one" else _bound(n, res.guesses, res.correct, test)
     out.update(guesses=res.guesses, correct=res.correct, epsilon_lower_bound=float(bound),
-               max_bound=float(_bound(n, res.guesses, res.guesses, test)),
+               max_bound=best_possible_bound(n, k, test),
                exceeds_claim=bool(bound > test.epsilon))
     return out
 
@@ -160,9 +194,12 @@ def assess_claim(card: dict[str, Any] | None, unit: str, split: dict[str, Any] |
                  results: dict[str, dict[str, Any]], family_confidence: float = 0.95) -> dict[str, Any]:
     """The report's verdict on the claimed ε from every attack's ``epsilon_test`` (``results``: {access: result}).
 
-    ``status``: ``violation`` (a bound above the claim, the claim and the audit comparable), ``consistent``,
-    ``not_applicable`` (units or split do not match the card: a note, never a violation) or ``not_dp``. ``line`` is the
-    one-line verdict the report and the console print.
+    ``status``: ``violation`` (a bound above the claim, the claim and the audit comparable), ``uninformative`` (no
+    bound above the claim, but even every guess right could not have shown one: the design cannot test this claim),
+    ``consistent`` (the design could have refuted the claim and did not), ``not_applicable`` (units or split do not
+    match the card: a note, never a violation), ``not_tested`` or ``not_dp``. ``line`` is the one-line verdict the
+    report and the console print. With a tested claim the result carries ``best_possible_bound`` (every guess right)
+    and, when uninformative, ``members_needed`` (:func:`members_needed`; None otherwise).
     """
     claim, why = claim_of(card)
     if claim is None:
@@ -173,8 +210,8 @@ def assess_claim(card: dict[str, Any] | None, unit: str, split: dict[str, Any] |
             t = att.get("epsilon_test")
             if t:
                 bounds.append({"access": access, "attack": name, **{k: t.get(k) for k in (
-                    "epsilon_lower_bound", "correct", "guesses", "pairs", "max_bound", "confidence",
-                    "not_available")}})
+                    "epsilon_lower_bound", "correct", "guesses", "guesses_per_side", "pairs", "max_bound",
+                    "confidence", "not_available")}})
     out: dict[str, Any] = {"claimed_epsilon": claim["epsilon"], "delta": claim["delta"], "relation": claim["relation"],
                            "card_unit": claim["unit"], "audit_unit": unit, "split": split,
                            "family_confidence": family_confidence, "tests": len(bounds), "assumption": ASSUMPTION,
@@ -215,6 +252,9 @@ def assess_claim(card: dict[str, Any] | None, unit: str, split: dict[str, Any] |
     shown = (f"ε ≥ {top['epsilon_lower_bound']:.3g} ({top['access']} attack {top['attack']}: {top['correct']}/"
              f"{top['guesses']} guesses right on {top['pairs']} member/non-member pairs; {conf})")
     claimed = f"ε = {claim['epsilon']:g} (δ = {claim['delta']:g}, {claim['relation']} one {claim['unit'] or unit})"
+    best = max(valid, key=lambda b: b["max_bound"] if b.get("max_bound") is not None else -1.0)
+    cap = float(best.get("max_bound") or 0.0)
+    out.update(best_possible_bound=cap, members_needed=None)
     if not applies:
         out.update(status="not_applicable",
                    line=f"no verdict on the claimed {claimed}: {short[0]} (see the note); the audit shows {shown}, "
@@ -222,11 +262,19 @@ def assess_claim(card: dict[str, Any] | None, unit: str, split: dict[str, Any] |
     elif top["epsilon_lower_bound"] > claim["epsilon"]:
         out.update(status="violation",
                    line=f"VIOLATION: the audit shows {shown}, above the card's claimed {claimed}")
-    else:
-        cap = max((b["max_bound"] for b in valid if b.get("max_bound") is not None), default=0.0)
-        tail = ("" if cap > claim["epsilon"] else
-                f"; with every guess right this design shows at most ε ≥ {cap:.3g}, so it cannot refute the claim")
+    elif cap > claim["epsilon"]:
         out.update(status="consistent",
-                   line=f"consistent with the claimed {claimed}: the largest bound is {shown}{tail}")
+                   line=f"consistent with the claimed {claimed}: the largest bound is {shown}; with every guess "
+                        f"right this design could have shown ε ≥ {cap:.3g}")
+    else:
+        design = EpsilonTest(epsilon=claim["epsilon"], delta=claim["delta"], relation=claim["relation"],
+                             confidence=best.get("confidence") or 0.95)
+        needed = members_needed(design, best["pairs"], best.get("guesses_per_side") or best["guesses"] // 2)
+        hint = f", scored with --max-units {needed['units']}" if needed["units"] is not None else ""
+        out.update(members_needed=needed, status="uninformative",
+                   line=f"uninformative about the claimed {claimed}: the audit shows {shown}, but with every guess "
+                        f"right this design ({best['pairs']} pairs, {best['guesses']} guesses) shows at most "
+                        f"ε ≥ {cap:.3g}, so it cannot refute the claim; a test of this claim needs "
+                        f"{needed_text(needed, 'members and as many non-members', claim['delta'])}{hint}")
     out["plot_bound"] = [claim["epsilon"], claim["delta"]] if claim["unit"] in (None, unit) else None
     return out

@@ -83,7 +83,7 @@ def _results_table(res: dict[str, Any]) -> list[str]:
 def _epsilon_section(ea: dict[str, Any]) -> list[str]:
     lines = ["## ε lower bound against the claimed ε", ""]
     line = ea.get("line", "")
-    lines += [f"**{line}**" if ea.get("status") == "violation" else line, ""]
+    lines += [f"**{line}**" if ea.get("status") in ("violation", "uninformative") else line, ""]
     if ea.get("bounds"):
         lines += ["| access | attack | pairs | guesses | correct | ε lower bound | at most (all right) | claimed ε |",
                   "|---|---|---|---|---|---|---|---|"]
