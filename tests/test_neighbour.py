@@ -65,7 +65,7 @@ def _synth_view(synth, tmp: Path, n: int = 64) -> dict:
 # ------------------------------------------------------------------------------------------------ the paths
 # The Minari description summarises the card in words (ε, σ, q, steps: functions of N); the card's fields themselves
 # are compared one by one.
-_DESCRIPTION = ("release.description",)
+_DESCRIPTION = ("release.description", "release.files.data/metadata.json.description")
 
 
 def _privorl_n(unit: str, dp_normalizer: bool = False, next_state: str = "absolute"):
@@ -439,3 +439,49 @@ def test_privsyn_release_differs_only_in_dp_outputs_when_the_noisy_selection_dif
     assert views[0]["card"]["events"] != views[1]["card"]["events"]  # the selections really differ
     found = leaks(views[0], views[1], dp_outputs=path.dp_outputs, public_facts=PUBLIC_FACTS + path.public_facts)
     assert not found, "a field that depends on the noisy selection is not marked as a DP output:\n" + "\n".join(found)
+
+
+# ------------------------------------------------------------------------------------- the comparison's own tests
+def test_public_facts_name_whole_fields_not_substrings():
+    from neighbour import matches
+
+    assert matches("card.phases.1.steps", "steps") and matches("card.ledger.events.0.dp_event.count", "dp_event.count")
+    assert not matches("card.steps_max", "steps") and not matches("card.n_steps", "steps")
+    assert not matches("card.count", "dp_event.count")
+    # the old globs hid these: *date* hid candidates, *wall* hid walls, *seconds* hid every timeout
+    for field in ("candidates", "walls", "timeout_seconds", "units_seen", "max_trajectories"):
+        assert leaks({"x": {field: 1}}, {"x": {field: 2}}), field
+    assert not leaks({"phases": [{"steps": 3, "seconds": 0.1}]}, {"phases": [{"steps": 4, "seconds": 0.2}]})
+
+
+def test_mentions_count_lists_exact_integers_and_whole_words():
+    from neighbour import mentions_count
+
+    view = {"a": 397, "b": "397 transitions", "c": 3970, "d": "v397", "e": 39.7, "f": True, "g": [1, np.int64(397)],
+            "h": 397.5, "i": "0.397", "j": "trained on 397.", "k": {"n": "{\"units\": 397}"}, "l": "1397 and 3970"}
+    assert mentions_count(view, 397) == ["a", "b", "g.1", "j", "k.n.units"]
+    assert mentions_count({"t": True, "one": 1}, 1) == ["one"]
+
+
+def test_minari_files_shows_what_the_hdf5_holds(tmp_path):
+    """An attribute written into the HDF5 file (root, an episode, a dataset) and the episode layout are compared."""
+    import h5py
+    from minari.storage import get_dataset_path
+
+    from neighbour import minari_files
+    from privsynth.data import minari_io
+
+    minari_io.write_dataset(make_toy_dataset(lengths=(3, 4)), "nb/files-v0", overwrite=True)
+    before = minari_files("nb/files-v0")
+    h5 = before["data/main_data.hdf5"]
+    assert h5["episodes"]["count"] == len(h5["episodes"]["total_steps"]) and sum(h5["episodes"]["total_steps"]) == 7
+    assert any(s.startswith("/observations float32 (4,)") for s in h5["episodes"]["schema"])
+    assert all(v.startswith("<array") for v in before["data/privsynth_arrays.npz"].values())
+    with h5py.File(Path(get_dataset_path("nb/files-v0")) / "data" / "main_data.hdf5", "a") as f:
+        f.attrs["n_sensitive"] = 397
+        f["episode_1"].attrs["source_seed"] = 7
+        f["episode_0/rewards"].attrs["mean"] = 0.5
+    found = leaks(before, minari_files("nb/files-v0"))
+    assert any("/.attrs.n_sensitive" in x for x in found)
+    assert any("episodes.attrs" in x and "source_seed" in x for x in found)
+    assert any("episodes.schema" in x for x in found)
