@@ -36,9 +36,11 @@ N_DERIVED = (
     "steps", "epochs", "dp_event.count",  # steps = epochs / q
     "noise_multiplier",  # σ calibrated to (ε, δ) at q and steps
     "epsilon", "epsilon_spent",  # ε of the calibrated σ (a hair below the budget, by N)
+    "dp_epsilon", "dp_noise_multiplier", "dp_steps", "dp_sample_rate",  # the same, in a bench cell's record
 )
-# Wall-clock facts: how long a step took, when a file was written.
-TIMINGS = ("seconds", "seconds_per_epoch", "cpu_seconds_per_epoch", "curiosity_sampling_seconds", "created_at")
+# Wall-clock and machine facts: how long a step took, when a file was written, the process' peak memory.
+TIMINGS = ("seconds", "seconds_per_epoch", "cpu_seconds_per_epoch", "curiosity_sampling_seconds", "created_at",
+           "fit_seconds", "pretrain_seconds", "finetune_seconds", "sample_seconds", "peak_rss_mb")
 PUBLIC_FACTS = N_DERIVED + TIMINGS
 _MISSING = object()
 

@@ -68,7 +68,7 @@ def _synth_view(synth, tmp: Path, n: int = 64) -> dict:
 _DESCRIPTION = ("release.description", "release.files.data/metadata.json.description")
 
 
-def _privorl_n(unit: str, dp_normalizer: bool = False, next_state: str = "absolute"):
+def _privorl_n(unit: str, dp_normalizer: bool = False, next_state: str = "absolute", trainable: str = "all"):
     def run(sens: OfflineDataset, tmp: Path) -> dict:
         import dataclasses
 
@@ -81,7 +81,9 @@ def _privorl_n(unit: str, dp_normalizer: bool = False, next_state: str = "absolu
             extra = dict(public=None, normalizer_epsilon=1.0, obs_bounds=(-10.0, 10.0), reward_bounds=(-5.0, 5.0))
         else:
             extra = dict(public=[public_data()])
-        res = synthesize(sens, epsilon=5.0, delta=1e-3, unit=unit, n=128, config=tiny_config(next_state=next_state),
+        cfg = tiny_config(next_state=next_state)
+        cfg.dp.trainable = trainable  # type: ignore[assignment]
+        res = synthesize(sens, epsilon=5.0, delta=1e-3, unit=unit, n=128, config=cfg,
                          out_dataset="privsynth/neighbour-v0", overwrite=True, progress=False, **extra)
         return {"release": minari_metadata("privsynth/neighbour-v0"), "card": res.dataset.info.privacy_card,
                 "info": res.dataset.info.to_dict(), "checkpoint": res.synthesizer.state()}
@@ -205,7 +207,186 @@ def _paths() -> list[ReleasingPath]:
             continue
         data = _sens_small if registry.entry(name).episodes else _sens_transitions
         paths.append(ReleasingPath(name, _registered(name), data, _DP_OUTPUTS.get(name, _SAMPLE), slow=True))
-    return paths + _method_paths()
+    return paths + _cli_paths() + _method_paths()
+
+
+# ------------------------------------------------------------------------------------ the CLIs and the bench cells
+def _cli(argv: list[str]) -> dict:
+    """``privsynth ARGV`` in this process, and the JSON lines it printed (a machine-readable summary a pipeline may
+    publish). Its sentences go to the operator, who holds the data (a run's timing, rows/s, file paths), and are not
+    compared: docs/privacy.md, "Refusals are for the data holder"."""
+    import contextlib
+    import io
+
+    from privsynth.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(argv) == 0, out.getvalue()
+    return {"stdout": [json.loads(ln) for ln in out.getvalue().splitlines() if ln.startswith("{")]}
+
+
+def _store(sens: OfflineDataset, public: OfflineDataset | None = None) -> None:
+    from privsynth.data import minari_io
+
+    minari_io.write_dataset(sens, "nb/sens-v0", overwrite=True)
+    if public is not None:
+        minari_io.write_dataset(public, "nb/pub-v0", overwrite=True)
+
+
+def _synthesize_traj_cli(sens: OfflineDataset, tmp: Path) -> dict:
+    """`privsynth synthesize-traj` (PrivORL-j, unit = trajectory) with --save: the release and the checkpoint."""
+    _store(sens, make_toy_dataset(lengths=(12, 10, 14), seed=1, name="pub"))
+    torch.manual_seed(0)
+    out = _cli(["synthesize-traj", "--sensitive", "nb/sens-v0", "--public", "nb/pub-v0", "--config", "tiny",
+                "--epsilon", "5", "--delta", "1e-3", "--n", "4", "--out", "privsynth/nb-traj-v0",
+                "--save", str(tmp / "traj.pt"), "--overwrite", "--quiet"])
+    return {**out, "release": minari_metadata("privsynth/nb-traj-v0"), "checkpoint": _saved(tmp / "traj.pt")}
+
+
+def _baseline_cli(sens: OfflineDataset, tmp: Path) -> dict:
+    """`privsynth baseline privsyn --json --save`: the release, the saved model and the JSON summary line."""
+    _store(sens, make_toy_dataset(lengths=(100, 100), seed=1, name="pub"))
+    out = _cli(["baseline", "privsyn", "--sensitive", "nb/sens-v0", "--public", "nb/pub-v0", "--epsilon", "5",
+                "--delta", "1e-3", "--num-samples", "64", "--out-dataset", "privsynth/nb-base-v0",
+                "--save", str(tmp / "m.json"), "--json", "--overwrite", "--quiet"])
+    return {**out, "release": minari_metadata("privsynth/nb-base-v0"), "checkpoint": _saved(tmp / "m.json")}
+
+
+def _synthesize_cli(extra: list[str], *, pointmaze: bool = False, twice: bool = False):
+    """`privsynth synthesize ...` through the CLI (``twice``: rerun with the same --workdir, which resumes)."""
+    def run(sens: OfflineDataset, tmp: Path) -> dict:
+        if pointmaze:
+            from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze
+
+            public = generate_pointmaze(PointMazeConfig(maze="open", steps=300, seed=1, dense=True, ref_episodes=1),
+                                        progress=False)
+        else:
+            public = make_toy_dataset(lengths=(100, 100), seed=1, name="pub")
+        _store(sens, public)
+        argv = ["synthesize", "--sensitive", "nb/sens-v0", "--public", "nb/pub-v0", "--config", "tiny",
+                "--epsilon", "5", "--delta", "1e-3", "-n", "64", "--out-dataset", "privsynth/nb-synth-v0",
+                "--save-model", str(tmp / "model.pt"), "--overwrite", "--quiet",
+                *(str(tmp / "work") if a == "WORKDIR" else a for a in extra)]
+        torch.manual_seed(0)
+        runs = [_cli(argv)]
+        view: dict = {}
+        if twice:
+            assert sorted(p.name for p in (tmp / "work").iterdir()), "no stage checkpoints to resume from"
+            view["workdir_first"] = _saved(tmp / "work")
+            (tmp / "model.pt").unlink()
+            runs.append(_cli(argv))
+            view["workdir"] = _saved(tmp / "work")
+        return {**view, "stdout": [r["stdout"] for r in runs],
+                "release": minari_metadata("privsynth/nb-synth-v0"), "checkpoint": _saved(tmp / "model.pt")}
+    return run
+
+
+def _finetune_then_sample_postprocessed_cli(sens: OfflineDataset, tmp: Path) -> dict:
+    """`privsynth finetune` then `privsynth sample --postprocess goals,walls` with the top-up (PointMaze)."""
+    from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze
+    from privsynth.synth import TransitionSynthesizer
+    from test_transition_synth import tiny_config
+
+    public = generate_pointmaze(PointMazeConfig(maze="open", steps=300, seed=1, dense=True, ref_episodes=1),
+                                progress=False)
+    _store(sens)
+    torch.manual_seed(0)
+    pre = TransitionSynthesizer(tiny_config()).pretrain(public, progress=False).save(tmp / "pre.pt")
+    ft = _cli(["finetune", "--model", str(pre), "--sensitive", "nb/sens-v0", "--epsilon", "5", "--delta", "1e-3",
+               "--config", "tiny", "--out", str(tmp / "ft.pt"), "--overwrite", "--quiet"])
+    out = _cli(["sample", "--model", str(tmp / "ft.pt"), "-n", "64", "--out-dataset", "privsynth/nb-post-v0",
+                "--postprocess", "goals,walls", "--overwrite", "--quiet"])
+    return {**ft, **out, "release": minari_metadata("privsynth/nb-post-v0"), "checkpoint": _saved(tmp / "ft.pt")}
+
+
+def _distributed(sens: OfflineDataset, tmp: Path) -> dict:
+    """The torchrun path of DP-SGD, in one process: rank 0 of a 2-rank job whose collectives are local (the other
+    rank's share of each Poisson batch adds nothing); `privsynth finetune` then `sample`, as under torchrun."""
+    from privsynth.privacy import distributed as dist_dp
+    from privsynth.synth import TransitionSynthesizer
+    from test_transition_synth import public_data, tiny_config
+
+    saved = {k: getattr(dist_dp, k) for k in ("current_group", "check_agreement", "broadcast_parameters",
+                                               "broadcast_key", "allreduce_sum_", "check_in_sync", "shutdown",
+                                               "shard")}
+    shards: list[int] = []
+    _store(sens)
+    torch.manual_seed(0)
+    pre = TransitionSynthesizer(tiny_config()).pretrain(public_data(), progress=False).save(tmp / "pre.pt")
+    try:
+        dist_dp.current_group = lambda: dist_dp.Group(0, 2)
+        for k in ("check_agreement", "broadcast_parameters", "allreduce_sum_", "check_in_sync", "shutdown"):
+            setattr(dist_dp, k, lambda *a, **kw: None)
+        dist_dp.broadcast_key = lambda key, src=0: key
+        dist_dp.shard = lambda idx, group: shards.append(len(idx)) or saved["shard"](idx, group)
+        ft = _cli(["finetune", "--model", str(pre), "--sensitive", "nb/sens-v0", "--epsilon", "5", "--delta",
+                   "1e-3", "--config", "tiny", "--out", str(tmp / "ft.pt"), "--overwrite", "--quiet"])
+    finally:
+        for k, v in saved.items():
+            setattr(dist_dp, k, v)
+    assert shards  # DP-SGD took the multi-process branch
+    out = _cli(["sample", "--model", str(tmp / "ft.pt"), "-n", "64", "--out-dataset", "privsynth/nb-dist-v0",
+                "--overwrite", "--quiet"])
+    return {**ft, **out, "release": minari_metadata("privsynth/nb-dist-v0"), "checkpoint": _saved(tmp / "ft.pt")}
+
+
+def _cell(synthesizer: str, **params):
+    """A bench `synthesize` cell (privsynth.evaluation.cells): its JSON record's result and its artifacts."""
+    def run(sens: OfflineDataset, tmp: Path) -> dict:
+        from privsynth.evaluation.bench.context import CellContext
+        from privsynth.evaluation.cells import synthesize_cell
+
+        public = make_toy_dataset(lengths=(100, 100), seed=1, name="pub")
+        data = {"pub": public, "sens": sens}
+
+        class Ctx(CellContext):
+            def dataset(self, name: str) -> OfflineDataset:
+                return data[name]
+
+            def dataset_info(self, name: str):
+                return data[name].info
+
+        ctx = Ctx(suite_dir=tmp, cell_id="synthesize-0", datasets={"pub": {"source": "toy", "seed": 1},
+                                                                   "sens": {"source": "toy", "seed": 2}})
+        torch.manual_seed(0)
+        result = synthesize_cell({"synthesizer": synthesizer, "epsilon": 5.0, "delta": 1e-3, "num_samples": 64,
+                                  "seed": 0, "data": {"public": ["pub"], "sensitive": "sens"},
+                                  "config": {"preset": "tiny"}, **params}, ctx)
+        files = {p.name: (dict(np.load(p)) if p.suffix == ".npz" else _saved(p))
+                 for p in sorted(ctx.artifact_dir.iterdir())}
+        return {"result": json.loads(json.dumps(result)), "artifacts": files}
+    return run
+
+
+def _cli_paths() -> list[ReleasingPath]:
+    post = _SAMPLE + _DESCRIPTION + ("*postprocess*",)
+    return [
+        ReleasingPath("synthesize-traj CLI", _synthesize_traj_cli, _sens_small, _SAMPLE + _DESCRIPTION + (
+            "stdout.0.transitions", "stdout.0.ended_by*", "stdout.0.seam_gap_mean",  # the synthetic sample's stats
+            "release.files.data/main_data.hdf5.episodes.total_steps*"), slow=True),  # synthetic episode lengths
+        ReleasingPath("baseline CLI", _baseline_cli, _sens_transitions, _GRID + _DESCRIPTION,
+                      public_facts=tuple(f"stdout.0.seconds.{k}" for k in ("pretrain", "finetune", "sample"))),
+        ReleasingPath("synthesize CLI --workdir rerun resumes", _synthesize_cli(["--workdir", "WORKDIR"], twice=True),
+                      _sens_transitions, _SAMPLE + _DESCRIPTION + ("*.rows",), slow=True),
+        ReleasingPath("synthesize CLI --synth privsyn --postprocess", _synthesize_cli(
+            ["--synth", "privsyn", "--postprocess", "goals,walls"], pointmaze=True), _sens_pointmaze,
+            _GRID + post, slow=True),
+        ReleasingPath("finetune then sample --postprocess (top-up) CLI", _finetune_then_sample_postprocessed_cli,
+                      _sens_pointmaze, post, slow=True),
+        ReleasingPath("finetune under torchrun (in-process rank 0 of 2) then sample", _distributed,
+                      _sens_transitions, _SAMPLE + _DESCRIPTION, slow=True),
+        ReleasingPath("release privorl-n trajectory dp-normaliser delta",  # DP statistics of the Δs rows, per trajectory
+                      _privorl_n("trajectory", dp_normalizer=True, next_state="delta"), _sens_transitions,
+                      _SAMPLE + _DESCRIPTION + ("*normalizer.mean.*", "*normalizer.std.*"), slow=True),
+        ReleasingPath("release privorl-n dp.trainable head", _privorl_n("transition", trainable="head"),
+                      _sens_transitions, _SAMPLE + _DESCRIPTION + ("*.rows",), slow=True),
+        ReleasingPath("release privorl-n dp.trainable bias_norm", _privorl_n("transition", trainable="bias_norm"),
+                      _sens_transitions, _SAMPLE + _DESCRIPTION + ("*.rows",), slow=True),
+        ReleasingPath("bench synthesize cell privorl-n (no pre-training)", _cell("privorl-n", pretrain="none"),
+                      _sens_transitions, _SAMPLE, slow=True),
+        ReleasingPath("bench synthesize cell privsyn", _cell("privsyn"), _sens_transitions, _GRID, slow=True),
+    ]
 
 
 # ------------------------------------------------------------------------------ the DP offline-RL methods' paths
