@@ -4,9 +4,9 @@ A *releasing path* is a function ``run(dataset) -> dict`` returning everything i
 not itself a DP output: cards, ledgers, Minari metadata, configs, checkpoint state without weights. :func:`leaks`
 flattens two such views into ``path -> value`` and lists every path whose value differs between the neighbours,
 except the paths the releasing path declares as DP outputs (noisy values and their post-processing) and the public
-facts every card names (the number of privacy units N and what DP-SGD derives from it: sample rate, steps, σ, ε).
-Arrays are compared by shape and dtype only, so weights and synthetic rows never count, while a shape that depends
-on the data does.
+facts named by whole field (:data:`N_DERIVED`: the number of privacy units N and what DP-SGD derives from it;
+:data:`TIMINGS`). Arrays are compared by shape and dtype only, so weights and synthetic rows never count, while a
+shape that depends on the data does; :func:`minari_files` reads every file of a Minari release.
 """
 from __future__ import annotations
 

@@ -44,10 +44,18 @@ def _saved(path: Path) -> object:
     """What a synthesizer's save() wrote, as data: JSON, or a torch file read as weights only (arrays by shape)."""
     if path.is_dir():
         return {p.name: _saved(p) for p in sorted(path.iterdir())}
+    if path.suffix == ".npz":
+        with np.load(path, allow_pickle=False) as z:  # text (the dataset's info as JSON) is compared field by field
+            return {k: str(z[k]) if z[k].dtype.kind == "U" and z[k].ndim == 0 else z[k] for k in z.files}
     try:
-        return json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        pass
+        text = path.read_text()
+    except UnicodeDecodeError:
+        text = None
+    if text is not None:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            return {"text": text.splitlines()}  # a text file (a Markdown card): compared line by line
     try:
         return torch.load(path, weights_only=True, map_location="cpu")
     except Exception:  # an old pickle-based checkpoint: the test may read its own file
@@ -223,7 +231,10 @@ def _cli(argv: list[str]) -> dict:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert main(argv) == 0, out.getvalue()
-    return {"stdout": [json.loads(ln) for ln in out.getvalue().splitlines() if ln.startswith("{")]}
+    try:  # one JSON document (an indented summary), else the JSON lines among the sentences
+        return {"stdout": [json.loads(out.getvalue())]}
+    except json.JSONDecodeError:
+        return {"stdout": [json.loads(ln) for ln in out.getvalue().splitlines() if ln.startswith("{")]}
 
 
 def _store(sens: OfflineDataset, public: OfflineDataset | None = None) -> None:
@@ -353,10 +364,65 @@ def _cell(synthesizer: str, **params):
         result = synthesize_cell({"synthesizer": synthesizer, "epsilon": 5.0, "delta": 1e-3, "num_samples": 64,
                                   "seed": 0, "data": {"public": ["pub"], "sensitive": "sens"},
                                   "config": {"preset": "tiny"}, **params}, ctx)
-        files = {p.name: (dict(np.load(p)) if p.suffix == ".npz" else _saved(p))
-                 for p in sorted(ctx.artifact_dir.iterdir())}
+        files = {p.name: _saved(p) for p in sorted(ctx.artifact_dir.iterdir())}
         return {"result": json.loads(json.dumps(result)), "artifacts": files}
     return run
+
+
+def _primorl_cli(sens: OfflineDataset, tmp: Path) -> dict:
+    """`privsynth primorl train` (the run folder is a release: model, policy, config, history, card) then `primorl
+    generate --from` it (the synthetic Minari release)."""
+    from privsynth.data import minari_io
+
+    minari_io.write_dataset(sens, "nb/pendulum-v0", overwrite=True)
+    small = ["--rounds", "2", "--expected-batch", "4", "--sac-epochs", "1", "--sac-steps", "2", "--eval-episodes",
+             "1", "--epsilon", "6", "--delta", "1e-3"]
+    torch.manual_seed(0)
+    _cli(["primorl", "train", "nb/pendulum-v0", "--out", str(tmp / "run"), "--epsilon-budget", "6", *small])
+    _cli(["primorl", "generate", "nb/pendulum-v0", "nb/pendulum-syn-v0", "--from", str(tmp / "run"),
+          "--episodes", "3", "--horizon", "4", "--epsilon-budget", "6", "--overwrite", *small])
+    return {"run": _saved(tmp / "run"), "release": minari_metadata("nb/pendulum-syn-v0")}
+
+
+def _expert_cli(pool, tmp: Path) -> dict:
+    """`privsynth expert release --out`: the stable-prefix release (result, ledger, D_stable) on a given expert pool
+    (the command builds its pool from a seed; here it is the test's m or m + 1 experts)."""
+    from privsynth.methods import expert_envs
+
+    original = expert_envs.make_expert_pool
+    expert_envs.make_expert_pool = lambda cfg: pool
+    try:
+        out = _cli(["expert", "release", "--env", "cartpole", "--epsilon", "15", "--delta", "1e-3", "-T", "20",
+                    "--out", str(tmp / "out")])
+    finally:
+        expert_envs.make_expert_pool = original
+    return {**out, "out": _saved(tmp / "out")}
+
+
+def _apvi_cli(traj, tmp: Path) -> dict:
+    """`privsynth methods dp-apvi-release`: the command draws its sensitive episodes itself; here they are the
+    test's 300 or 301 (the MDP is the command's public one, picked by --seed)."""
+    from privsynth.methods import dp_apvi_release, tabular_mdp
+
+    mdp, _ = _tabular()
+    original = dp_apvi_release.make_tabular_source
+    policy = tabular_mdp.uniform_policy(*mdp.shape)
+
+    class Source:  # the command's MDP, whose sample() hands back the test's trajectories
+        def __getattr__(self, name):
+            return getattr(mdp, name)
+
+        def sample(self, mu, n, rng):
+            return traj
+
+    dp_apvi_release.make_tabular_source = lambda env, seed=0: (Source(), policy)
+    try:
+        _cli(["methods", "dp-apvi-release", "nb/apvi-v0", "--env", "random", "--episodes", str(traj.actions.shape[0]),
+              "--synthetic-episodes", "50", "--rho", "1.0", "--delta", "1e-3", "--epsilon-budget", "20",
+              "--overwrite"])
+    finally:
+        dp_apvi_release.make_tabular_source = original
+    return {"release": minari_metadata("nb/apvi-v0")}
 
 
 def _cli_paths() -> list[ReleasingPath]:
@@ -364,7 +430,11 @@ def _cli_paths() -> list[ReleasingPath]:
     return [
         ReleasingPath("synthesize-traj CLI", _synthesize_traj_cli, _sens_small, _SAMPLE + _DESCRIPTION + (
             "stdout.0.transitions", "stdout.0.ended_by*", "stdout.0.seam_gap_mean",  # the synthetic sample's stats
-            "release.files.data/main_data.hdf5.episodes.total_steps*"), slow=True),  # synthetic episode lengths
+            # the generated trajectories' lengths are drawn from the DP model: their total, the episode layout and
+            # the arrays' first dimension are DP outputs
+            "release.files.data/main_data.hdf5.episodes.count", "release.files.data/main_data.hdf5.episodes.total_steps*",
+            "release*.total_episodes", "release*.total_steps", "release*.n_transitions", "release*.minari_episodes",
+            "release.files.data/privsynth_arrays.npz.*"), slow=True),
         ReleasingPath("baseline CLI", _baseline_cli, _sens_transitions, _GRID + _DESCRIPTION,
                       public_facts=tuple(f"stdout.0.seconds.{k}" for k in ("pretrain", "finetune", "sample"))),
         ReleasingPath("synthesize CLI --workdir rerun resumes", _synthesize_cli(["--workdir", "WORKDIR"], twice=True),
@@ -386,6 +456,15 @@ def _cli_paths() -> list[ReleasingPath]:
         ReleasingPath("bench synthesize cell privorl-n (no pre-training)", _cell("privorl-n", pretrain="none"),
                       _sens_transitions, _SAMPLE, slow=True),
         ReleasingPath("bench synthesize cell privsyn", _cell("privsyn"), _sens_transitions, _GRID, slow=True),
+        # history.json: the SAC stage's returns in the private model (post-processing); privacy_card.md renders
+        # privacy_ledger.json, whose fields are compared one by one (as the Minari description renders the card)
+        ReleasingPath("primorl train then generate CLI", _primorl_cli, _pendulum, _DESCRIPTION + (
+            "run.history.json*", "run.privacy_card.md.text.*"), slow=True),
+        ReleasingPath("expert release CLI", _expert_cli, lambda: _experts(600), (
+            "*prefix_lengths*", "*stable_transitions", "out.d_stable.npz*"), slow=True,
+            plus_one=lambda _: _experts(601), public_facts=("experts",)),
+        ReleasingPath("methods dp-apvi-release CLI", _apvi_cli, _apvi_data, slow=True, plus_one=_apvi_plus_one,
+                      public_facts=("n_episodes_public",)),
     ]
 
 
