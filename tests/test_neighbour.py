@@ -44,10 +44,18 @@ def _saved(path: Path) -> object:
     """What a synthesizer's save() wrote, as data: JSON, or a torch file read as weights only (arrays by shape)."""
     if path.is_dir():
         return {p.name: _saved(p) for p in sorted(path.iterdir())}
+    if path.suffix == ".npz":
+        with np.load(path, allow_pickle=False) as z:  # text (the dataset's info as JSON) is compared field by field
+            return {k: str(z[k]) if z[k].dtype.kind == "U" and z[k].ndim == 0 else z[k] for k in z.files}
     try:
-        return json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        pass
+        text = path.read_text()
+    except UnicodeDecodeError:
+        text = None
+    if text is not None:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            return {"text": text.splitlines()}  # a text file (a Markdown card): compared line by line
     try:
         return torch.load(path, weights_only=True, map_location="cpu")
     except Exception:  # an old pickle-based checkpoint: the test may read its own file
@@ -65,10 +73,10 @@ def _synth_view(synth, tmp: Path, n: int = 64) -> dict:
 # ------------------------------------------------------------------------------------------------ the paths
 # The Minari description summarises the card in words (ε, σ, q, steps: functions of N); the card's fields themselves
 # are compared one by one.
-_DESCRIPTION = ("release.description",)
+_DESCRIPTION = ("release.description", "release.files.data/metadata.json.description")
 
 
-def _privorl_n(unit: str, dp_normalizer: bool = False, next_state: str = "absolute"):
+def _privorl_n(unit: str, dp_normalizer: bool = False, next_state: str = "absolute", trainable: str = "all"):
     def run(sens: OfflineDataset, tmp: Path) -> dict:
         import dataclasses
 
@@ -81,7 +89,9 @@ def _privorl_n(unit: str, dp_normalizer: bool = False, next_state: str = "absolu
             extra = dict(public=None, normalizer_epsilon=1.0, obs_bounds=(-10.0, 10.0), reward_bounds=(-5.0, 5.0))
         else:
             extra = dict(public=[public_data()])
-        res = synthesize(sens, epsilon=5.0, delta=1e-3, unit=unit, n=128, config=tiny_config(next_state=next_state),
+        cfg = tiny_config(next_state=next_state)
+        cfg.dp.trainable = trainable  # type: ignore[assignment]
+        res = synthesize(sens, epsilon=5.0, delta=1e-3, unit=unit, n=128, config=cfg,
                          out_dataset="privsynth/neighbour-v0", overwrite=True, progress=False, **extra)
         return {"release": minari_metadata("privsynth/neighbour-v0"), "card": res.dataset.info.privacy_card,
                 "info": res.dataset.info.to_dict(), "checkpoint": res.synthesizer.state()}
@@ -205,7 +215,257 @@ def _paths() -> list[ReleasingPath]:
             continue
         data = _sens_small if registry.entry(name).episodes else _sens_transitions
         paths.append(ReleasingPath(name, _registered(name), data, _DP_OUTPUTS.get(name, _SAMPLE), slow=True))
-    return paths + _method_paths()
+    return paths + _cli_paths() + _method_paths()
+
+
+# ------------------------------------------------------------------------------------ the CLIs and the bench cells
+def _cli(argv: list[str]) -> dict:
+    """``privsynth ARGV`` in this process, and the JSON lines it printed (a machine-readable summary a pipeline may
+    publish). Its sentences go to the operator, who holds the data (a run's timing, rows/s, file paths), and are not
+    compared: docs/privacy.md, "Refusals are for the data holder"."""
+    import contextlib
+    import io
+
+    from privsynth.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(argv) == 0, out.getvalue()
+    try:  # one JSON document (an indented summary), else the JSON lines among the sentences
+        return {"stdout": [json.loads(out.getvalue())]}
+    except json.JSONDecodeError:
+        return {"stdout": [json.loads(ln) for ln in out.getvalue().splitlines() if ln.startswith("{")]}
+
+
+def _store(sens: OfflineDataset, public: OfflineDataset | None = None) -> None:
+    from privsynth.data import minari_io
+
+    minari_io.write_dataset(sens, "nb/sens-v0", overwrite=True)
+    if public is not None:
+        minari_io.write_dataset(public, "nb/pub-v0", overwrite=True)
+
+
+def _synthesize_traj_cli(sens: OfflineDataset, tmp: Path) -> dict:
+    """`privsynth synthesize-traj` (PrivORL-j, unit = trajectory) with --save: the release and the checkpoint."""
+    _store(sens, make_toy_dataset(lengths=(12, 10, 14), seed=1, name="pub"))
+    torch.manual_seed(0)
+    out = _cli(["synthesize-traj", "--sensitive", "nb/sens-v0", "--public", "nb/pub-v0", "--config", "tiny",
+                "--epsilon", "5", "--delta", "1e-3", "--n", "4", "--out", "privsynth/nb-traj-v0",
+                "--save", str(tmp / "traj.pt"), "--overwrite", "--quiet"])
+    return {**out, "release": minari_metadata("privsynth/nb-traj-v0"), "checkpoint": _saved(tmp / "traj.pt")}
+
+
+def _baseline_cli(sens: OfflineDataset, tmp: Path) -> dict:
+    """`privsynth baseline privsyn --json --save`: the release, the saved model and the JSON summary line."""
+    _store(sens, make_toy_dataset(lengths=(100, 100), seed=1, name="pub"))
+    out = _cli(["baseline", "privsyn", "--sensitive", "nb/sens-v0", "--public", "nb/pub-v0", "--epsilon", "5",
+                "--delta", "1e-3", "--num-samples", "64", "--out-dataset", "privsynth/nb-base-v0",
+                "--save", str(tmp / "m.json"), "--json", "--overwrite", "--quiet"])
+    return {**out, "release": minari_metadata("privsynth/nb-base-v0"), "checkpoint": _saved(tmp / "m.json")}
+
+
+def _synthesize_cli(extra: list[str], *, pointmaze: bool = False, twice: bool = False):
+    """`privsynth synthesize ...` through the CLI (``twice``: rerun with the same --workdir, which resumes)."""
+    def run(sens: OfflineDataset, tmp: Path) -> dict:
+        if pointmaze:
+            from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze
+
+            public = generate_pointmaze(PointMazeConfig(maze="open", steps=300, seed=1, dense=True, ref_episodes=1),
+                                        progress=False)
+        else:
+            public = make_toy_dataset(lengths=(100, 100), seed=1, name="pub")
+        _store(sens, public)
+        argv = ["synthesize", "--sensitive", "nb/sens-v0", "--public", "nb/pub-v0", "--config", "tiny",
+                "--epsilon", "5", "--delta", "1e-3", "-n", "64", "--out-dataset", "privsynth/nb-synth-v0",
+                "--save-model", str(tmp / "model.pt"), "--overwrite", "--quiet",
+                *(str(tmp / "work") if a == "WORKDIR" else a for a in extra)]
+        torch.manual_seed(0)
+        runs = [_cli(argv)]
+        view: dict = {}
+        if twice:
+            assert sorted(p.name for p in (tmp / "work").iterdir()), "no stage checkpoints to resume from"
+            view["workdir_first"] = _saved(tmp / "work")
+            (tmp / "model.pt").unlink()
+            runs.append(_cli(argv))
+            view["workdir"] = _saved(tmp / "work")
+        return {**view, "stdout": [r["stdout"] for r in runs],
+                "release": minari_metadata("privsynth/nb-synth-v0"), "checkpoint": _saved(tmp / "model.pt")}
+    return run
+
+
+def _finetune_then_sample_postprocessed_cli(sens: OfflineDataset, tmp: Path) -> dict:
+    """`privsynth finetune` then `privsynth sample --postprocess goals,walls` with the top-up (PointMaze)."""
+    from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze
+    from privsynth.synth import TransitionSynthesizer
+    from test_transition_synth import tiny_config
+
+    public = generate_pointmaze(PointMazeConfig(maze="open", steps=300, seed=1, dense=True, ref_episodes=1),
+                                progress=False)
+    _store(sens)
+    torch.manual_seed(0)
+    pre = TransitionSynthesizer(tiny_config()).pretrain(public, progress=False).save(tmp / "pre.pt")
+    ft = _cli(["finetune", "--model", str(pre), "--sensitive", "nb/sens-v0", "--epsilon", "5", "--delta", "1e-3",
+               "--config", "tiny", "--out", str(tmp / "ft.pt"), "--overwrite", "--quiet"])
+    out = _cli(["sample", "--model", str(tmp / "ft.pt"), "-n", "64", "--out-dataset", "privsynth/nb-post-v0",
+                "--postprocess", "goals,walls", "--overwrite", "--quiet"])
+    return {**ft, **out, "release": minari_metadata("privsynth/nb-post-v0"), "checkpoint": _saved(tmp / "ft.pt")}
+
+
+def _distributed(sens: OfflineDataset, tmp: Path) -> dict:
+    """The torchrun path of DP-SGD, in one process: rank 0 of a 2-rank job whose collectives are local (the other
+    rank's share of each Poisson batch adds nothing); `privsynth finetune` then `sample`, as under torchrun."""
+    from privsynth.privacy import distributed as dist_dp
+    from privsynth.synth import TransitionSynthesizer
+    from test_transition_synth import public_data, tiny_config
+
+    saved = {k: getattr(dist_dp, k) for k in ("current_group", "check_agreement", "broadcast_parameters",
+                                               "broadcast_key", "allreduce_sum_", "check_in_sync", "shutdown",
+                                               "shard")}
+    shards: list[int] = []
+    _store(sens)
+    torch.manual_seed(0)
+    pre = TransitionSynthesizer(tiny_config()).pretrain(public_data(), progress=False).save(tmp / "pre.pt")
+    try:
+        dist_dp.current_group = lambda: dist_dp.Group(0, 2)
+        for k in ("check_agreement", "broadcast_parameters", "allreduce_sum_", "check_in_sync", "shutdown"):
+            setattr(dist_dp, k, lambda *a, **kw: None)
+        dist_dp.broadcast_key = lambda key, src=0: key
+        dist_dp.shard = lambda idx, group: shards.append(len(idx)) or saved["shard"](idx, group)
+        ft = _cli(["finetune", "--model", str(pre), "--sensitive", "nb/sens-v0", "--epsilon", "5", "--delta",
+                   "1e-3", "--config", "tiny", "--out", str(tmp / "ft.pt"), "--overwrite", "--quiet"])
+    finally:
+        for k, v in saved.items():
+            setattr(dist_dp, k, v)
+    assert shards  # DP-SGD took the multi-process branch
+    out = _cli(["sample", "--model", str(tmp / "ft.pt"), "-n", "64", "--out-dataset", "privsynth/nb-dist-v0",
+                "--overwrite", "--quiet"])
+    return {**ft, **out, "release": minari_metadata("privsynth/nb-dist-v0"), "checkpoint": _saved(tmp / "ft.pt")}
+
+
+def _cell(synthesizer: str, **params):
+    """A bench `synthesize` cell (privsynth.evaluation.cells): its JSON record's result and its artifacts."""
+    def run(sens: OfflineDataset, tmp: Path) -> dict:
+        from privsynth.evaluation.bench.context import CellContext
+        from privsynth.evaluation.cells import synthesize_cell
+
+        public = make_toy_dataset(lengths=(100, 100), seed=1, name="pub")
+        data = {"pub": public, "sens": sens}
+
+        class Ctx(CellContext):
+            def dataset(self, name: str) -> OfflineDataset:
+                return data[name]
+
+            def dataset_info(self, name: str):
+                return data[name].info
+
+        ctx = Ctx(suite_dir=tmp, cell_id="synthesize-0", datasets={"pub": {"source": "toy", "seed": 1},
+                                                                   "sens": {"source": "toy", "seed": 2}})
+        torch.manual_seed(0)
+        result = synthesize_cell({"synthesizer": synthesizer, "epsilon": 5.0, "delta": 1e-3, "num_samples": 64,
+                                  "seed": 0, "data": {"public": ["pub"], "sensitive": "sens"},
+                                  "config": {"preset": "tiny"}, **params}, ctx)
+        files = {p.name: _saved(p) for p in sorted(ctx.artifact_dir.iterdir())}
+        return {"result": json.loads(json.dumps(result)), "artifacts": files}
+    return run
+
+
+def _primorl_cli(sens: OfflineDataset, tmp: Path) -> dict:
+    """`privsynth primorl train` (the run folder is a release: model, policy, config, history, card) then `primorl
+    generate --from` it (the synthetic Minari release)."""
+    from privsynth.data import minari_io
+
+    minari_io.write_dataset(sens, "nb/pendulum-v0", overwrite=True)
+    small = ["--rounds", "2", "--expected-batch", "4", "--sac-epochs", "1", "--sac-steps", "2", "--eval-episodes",
+             "1", "--epsilon", "6", "--delta", "1e-3"]
+    torch.manual_seed(0)
+    _cli(["primorl", "train", "nb/pendulum-v0", "--out", str(tmp / "run"), "--epsilon-budget", "6", *small])
+    _cli(["primorl", "generate", "nb/pendulum-v0", "nb/pendulum-syn-v0", "--from", str(tmp / "run"),
+          "--episodes", "3", "--horizon", "4", "--epsilon-budget", "6", "--overwrite", *small])
+    return {"run": _saved(tmp / "run"), "release": minari_metadata("nb/pendulum-syn-v0")}
+
+
+def _expert_cli(pool, tmp: Path) -> dict:
+    """`privsynth expert release --out`: the stable-prefix release (result, ledger, D_stable) on a given expert pool
+    (the command builds its pool from a seed; here it is the test's m or m + 1 experts)."""
+    from privsynth.methods import expert_envs
+
+    original = expert_envs.make_expert_pool
+    expert_envs.make_expert_pool = lambda cfg: pool
+    try:
+        out = _cli(["expert", "release", "--env", "cartpole", "--epsilon", "15", "--delta", "1e-3", "-T", "20",
+                    "--out", str(tmp / "out")])
+    finally:
+        expert_envs.make_expert_pool = original
+    return {**out, "out": _saved(tmp / "out")}
+
+
+def _apvi_cli(traj, tmp: Path) -> dict:
+    """`privsynth methods dp-apvi-release`: the command draws its sensitive episodes itself; here they are the
+    test's 300 or 301 (the MDP is the command's public one, picked by --seed)."""
+    from privsynth.methods import dp_apvi_release, tabular_mdp
+
+    mdp, _ = _tabular()
+    original = dp_apvi_release.make_tabular_source
+    policy = tabular_mdp.uniform_policy(*mdp.shape)
+
+    class Source:  # the command's MDP, whose sample() hands back the test's trajectories
+        def __getattr__(self, name):
+            return getattr(mdp, name)
+
+        def sample(self, mu, n, rng):
+            return traj
+
+    dp_apvi_release.make_tabular_source = lambda env, seed=0: (Source(), policy)
+    try:
+        _cli(["methods", "dp-apvi-release", "nb/apvi-v0", "--env", "random", "--episodes", str(traj.actions.shape[0]),
+              "--synthetic-episodes", "50", "--rho", "1.0", "--delta", "1e-3", "--epsilon-budget", "20",
+              "--overwrite"])
+    finally:
+        dp_apvi_release.make_tabular_source = original
+    return {"release": minari_metadata("nb/apvi-v0")}
+
+
+def _cli_paths() -> list[ReleasingPath]:
+    post = _SAMPLE + _DESCRIPTION + ("*postprocess*",)
+    return [
+        ReleasingPath("synthesize-traj CLI", _synthesize_traj_cli, _sens_small, _SAMPLE + _DESCRIPTION + (
+            "stdout.0.transitions", "stdout.0.ended_by*", "stdout.0.seam_gap_mean",  # the synthetic sample's stats
+            # the generated trajectories' lengths are drawn from the DP model: their total, the episode layout and
+            # the arrays' first dimension are DP outputs
+            "release.files.data/main_data.hdf5.episodes.count", "release.files.data/main_data.hdf5.episodes.total_steps*",
+            "release*.total_episodes", "release*.total_steps", "release*.n_transitions", "release*.minari_episodes",
+            "release.files.data/privsynth_arrays.npz.*"), slow=True),
+        ReleasingPath("baseline CLI", _baseline_cli, _sens_transitions, _GRID + _DESCRIPTION,
+                      public_facts=tuple(f"stdout.0.seconds.{k}" for k in ("pretrain", "finetune", "sample"))),
+        ReleasingPath("synthesize CLI --workdir rerun resumes", _synthesize_cli(["--workdir", "WORKDIR"], twice=True),
+                      _sens_transitions, _SAMPLE + _DESCRIPTION + ("*.rows",), slow=True),
+        ReleasingPath("synthesize CLI --synth privsyn --postprocess", _synthesize_cli(
+            ["--synth", "privsyn", "--postprocess", "goals,walls"], pointmaze=True), _sens_pointmaze,
+            _GRID + post, slow=True),
+        ReleasingPath("finetune then sample --postprocess (top-up) CLI", _finetune_then_sample_postprocessed_cli,
+                      _sens_pointmaze, post, slow=True),
+        ReleasingPath("finetune under torchrun (in-process rank 0 of 2) then sample", _distributed,
+                      _sens_transitions, _SAMPLE + _DESCRIPTION, slow=True),
+        ReleasingPath("release privorl-n trajectory dp-normaliser delta",  # DP statistics of the Δs rows, per trajectory
+                      _privorl_n("trajectory", dp_normalizer=True, next_state="delta"), _sens_transitions,
+                      _SAMPLE + _DESCRIPTION + ("*normalizer.mean.*", "*normalizer.std.*"), slow=True),
+        ReleasingPath("release privorl-n dp.trainable head", _privorl_n("transition", trainable="head"),
+                      _sens_transitions, _SAMPLE + _DESCRIPTION + ("*.rows",), slow=True),
+        ReleasingPath("release privorl-n dp.trainable bias_norm", _privorl_n("transition", trainable="bias_norm"),
+                      _sens_transitions, _SAMPLE + _DESCRIPTION + ("*.rows",), slow=True),
+        ReleasingPath("bench synthesize cell privorl-n (no pre-training)", _cell("privorl-n", pretrain="none"),
+                      _sens_transitions, _SAMPLE, slow=True),
+        ReleasingPath("bench synthesize cell privsyn", _cell("privsyn"), _sens_transitions, _GRID, slow=True),
+        # history.json: the SAC stage's returns in the private model (post-processing); privacy_card.md renders
+        # privacy_ledger.json, whose fields are compared one by one (as the Minari description renders the card)
+        ReleasingPath("primorl train then generate CLI", _primorl_cli, _pendulum, _DESCRIPTION + (
+            "run.history.json*", "run.privacy_card.md.text.*"), slow=True),
+        ReleasingPath("expert release CLI", _expert_cli, lambda: _experts(600), (
+            "*prefix_lengths*", "*stable_transitions", "out.d_stable.npz*"), slow=True,
+            plus_one=lambda _: _experts(601), public_facts=("experts",)),
+        ReleasingPath("methods dp-apvi-release CLI", _apvi_cli, _apvi_data, slow=True, plus_one=_apvi_plus_one,
+                      public_facts=("n_episodes_public",)),
+    ]
 
 
 # ------------------------------------------------------------------------------ the DP offline-RL methods' paths
@@ -439,3 +699,49 @@ def test_privsyn_release_differs_only_in_dp_outputs_when_the_noisy_selection_dif
     assert views[0]["card"]["events"] != views[1]["card"]["events"]  # the selections really differ
     found = leaks(views[0], views[1], dp_outputs=path.dp_outputs, public_facts=PUBLIC_FACTS + path.public_facts)
     assert not found, "a field that depends on the noisy selection is not marked as a DP output:\n" + "\n".join(found)
+
+
+# ------------------------------------------------------------------------------------- the comparison's own tests
+def test_public_facts_name_whole_fields_not_substrings():
+    from neighbour import matches
+
+    assert matches("card.phases.1.steps", "steps") and matches("card.ledger.events.0.dp_event.count", "dp_event.count")
+    assert not matches("card.steps_max", "steps") and not matches("card.n_steps", "steps")
+    assert not matches("card.count", "dp_event.count")
+    # the old globs hid these: *date* hid candidates, *wall* hid walls, *seconds* hid every timeout
+    for field in ("candidates", "walls", "timeout_seconds", "units_seen", "max_trajectories"):
+        assert leaks({"x": {field: 1}}, {"x": {field: 2}}), field
+    assert not leaks({"phases": [{"steps": 3, "seconds": 0.1}]}, {"phases": [{"steps": 4, "seconds": 0.2}]})
+
+
+def test_mentions_count_lists_exact_integers_and_whole_words():
+    from neighbour import mentions_count
+
+    view = {"a": 397, "b": "397 transitions", "c": 3970, "d": "v397", "e": 39.7, "f": True, "g": [1, np.int64(397)],
+            "h": 397.5, "i": "0.397", "j": "trained on 397.", "k": {"n": "{\"units\": 397}"}, "l": "1397 and 3970"}
+    assert mentions_count(view, 397) == ["a", "b", "g.1", "j", "k.n.units"]
+    assert mentions_count({"t": True, "one": 1}, 1) == ["one"]
+
+
+def test_minari_files_shows_what_the_hdf5_holds(tmp_path):
+    """An attribute written into the HDF5 file (root, an episode, a dataset) and the episode layout are compared."""
+    import h5py
+    from minari.storage import get_dataset_path
+
+    from neighbour import minari_files
+    from privsynth.data import minari_io
+
+    minari_io.write_dataset(make_toy_dataset(lengths=(3, 4)), "nb/files-v0", overwrite=True)
+    before = minari_files("nb/files-v0")
+    h5 = before["data/main_data.hdf5"]
+    assert h5["episodes"]["count"] == len(h5["episodes"]["total_steps"]) and sum(h5["episodes"]["total_steps"]) == 7
+    assert any(s.startswith("/observations float32 (4,)") for s in h5["episodes"]["schema"])
+    assert all(v.startswith("<array") for v in before["data/privsynth_arrays.npz"].values())
+    with h5py.File(Path(get_dataset_path("nb/files-v0")) / "data" / "main_data.hdf5", "a") as f:
+        f.attrs["n_sensitive"] = 397
+        f["episode_1"].attrs["source_seed"] = 7
+        f["episode_0/rewards"].attrs["mean"] = 0.5
+    found = leaks(before, minari_files("nb/files-v0"))
+    assert any("/.attrs.n_sensitive" in x for x in found)
+    assert any("episodes.attrs" in x and "source_seed" in x for x in found)
+    assert any("episodes.schema" in x for x in found)
