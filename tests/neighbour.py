@@ -26,11 +26,12 @@ from privsynth.data import OfflineDataset
 # only a pattern holding ``*``, ``?`` or ``[`` is a glob, and then it must match the whole key. Public facts take the
 # exact form; globs are for a path's declared DP outputs.
 
-# Functions of the number of privacy units N, treated as public on every card today. The lead is making N private
-# (a DP count on the ledger, everything below derived from the noisy count): these names then move out of the public
-# facts, and :func:`mentions_count` checks that the exact N appears nowhere.
+# Functions of the number of privacy units N. N is private under the cards' add/remove relation (issue 36): a release
+# counts its units with DP (privsynth.privacy.count) and derives all of these from the noisy count, so they are DP
+# outputs (they differ between any two runs), and :func:`mentions_count` checks that the exact N appears nowhere.
+# A path whose method still takes N as given says so with ``exact_n_public=True`` and keeps them as public facts.
 N_DERIVED = (
-    "n_units", "units", "trajectories",  # N itself (the event's, the DP phase's, trajectory-level methods')
+    "n_units", "units", "trajectories", "n_units_noisy", "units_noisy", "trajectories_noisy",  # N or Ñ (the event's, the DP phase's, trajectory-level methods')
     "sample_rate", "sampling_probability",  # q = B / N
     "batch_size",  # min(B, N): at unit = trajectory the expected batch is capped by N
     "steps", "epochs", "dp_event.count",  # steps = epochs / q
@@ -104,8 +105,8 @@ def mentions_count(view: Any, n: int) -> list[str]:
     word = re.compile(rf"(?<![\w.]){int(n)}(?![\w]|\.\d)")
     out = []
     for key, value in flatten(view).items():
-        if isinstance(value, bool):
-            continue
+        if isinstance(value, bool) or (isinstance(value, str) and value.startswith("<array")):
+            continue  # array shapes are compared between the neighbours by :func:`leaks`
         if (isinstance(value, (int, np.integer)) and int(value) == n) or (isinstance(value, str) and word.search(value)):
             out.append(key)
     return out

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from conftest import make_toy_dataset
+from neighbour import N_DERIVED, TIMINGS, matches, mentions_count
 from neighbour import PUBLIC_FACTS, add_episode, leaks, minari_metadata
 from privsynth.data import OfflineDataset
 from privsynth.methods import registry as methods_registry
@@ -32,6 +33,11 @@ class ReleasingPath:
     slow: bool = False
     plus_one: Callable[[Any], Any] | None = None  # D -> D plus one unit (default: one episode longer than any)
     public_facts: tuple[str, ...] = ()  # besides N and what DP-SGD derives from it
+    # N is private (issue 36): the N-derived fields come from a DP count and the exact N of D and of D plus one
+    # appears nowhere. True only for a method that still takes N as given (its card says so).
+    exact_n_public: bool = False
+    units: Callable[[Any], tuple[int, ...]] | None = None  # the exact counts that must not appear (default below)
+    count_mentions_ok: tuple[str, ...] = ()  # fields that hold the same number for another reason (e.g. -n)
 
     def neighbours(self) -> tuple[Any, Any]:
         d = self.data()
@@ -677,8 +683,24 @@ def test_neighbouring_datasets_differ_only_in_dp_outputs(path: ReleasingPath, tm
     d, d_plus = path.neighbours()
     a = path.run(d, tmp_path / "a")
     b = path.run(d_plus, tmp_path / "b")
-    found = leaks(a, b, dp_outputs=path.dp_outputs, public_facts=PUBLIC_FACTS + path.public_facts)
+    if path.exact_n_public:
+        found = leaks(a, b, dp_outputs=path.dp_outputs, public_facts=PUBLIC_FACTS + path.public_facts)
+    else:  # everything sized by N comes from the noisy count: DP outputs, and the exact N is nowhere
+        found = leaks(a, b, dp_outputs=path.dp_outputs + N_DERIVED, public_facts=TIMINGS + path.public_facts)
+        for data, view in ((d, a), (d_plus, b)):
+            for n in _exact_counts(path, data):
+                named = [k for k in mentions_count(view, n) if not any(matches(k, p) for p in path.count_mentions_ok)]
+                found += [f"{k}: the exact number of units {n}" for k in named]
     assert not found, f"{path.name} writes values computed from the sensitive data outside a mechanism:\n" + "\n".join(found)
+
+
+def _exact_counts(path: ReleasingPath, data: Any) -> tuple[int, ...]:
+    """The numbers a release must not show: the units of ``data`` at either unit (transitions and episodes)."""
+    if path.units is not None:
+        return path.units(data)
+    if isinstance(data, OfflineDataset):  # counts under 50 collide with configuration integers (widths, epochs)
+        return tuple(n for n in (data.n_transitions, data.n_episodes) if n >= 50)
+    return ()
 
 
 def test_privsyn_release_differs_only_in_dp_outputs_when_the_noisy_selection_differs(tmp_path, monkeypatch):
