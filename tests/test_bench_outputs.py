@@ -66,9 +66,9 @@ def test_config_overrides_change_the_dp_steps_and_typos_are_refused(tmp_path):
     summary = run_suite(suite, progress=False, log=lambda _: None)
     done = {r.params["tag"]: r.result for r in collect_records(suite)}
     # each run derives its steps from its own DP count of the units (N is private), so 3 epochs give about 3x the
-    # steps of 1 (the count's noise: a few units in a few hundred), never the same
-    assert abs(done["e3"]["dp_steps"] - 3 * done["e1"]["dp_steps"]) <= 0.1 * 3 * done["e1"]["dp_steps"]
-    assert done["e3"]["dp_steps"] > 2 * done["e1"]["dp_steps"] > 0
+    # steps of 1 (the count's noise and the rounding of epochs / q move each by a step or two), never the same
+    assert 2 * done["e1"]["dp_steps"] < done["e3"]["dp_steps"] < 4 * done["e1"]["dp_steps"]
+    assert done["e1"]["dp_steps"] > 0
     # the timings of the run on the sensitive set sit in the holder's own section (issue 36)
     assert {"pretrain_seconds", "unit"} <= set(done["e1"]) and "finetune_seconds" not in done["e1"]
     assert {"fit_seconds", "finetune_seconds", "peak_rss_mb"} <= set(done["e1"]["holder_only"])

@@ -14,10 +14,13 @@ from privsynth.privacy import accounting as acc
 
 __all__ = ["LedgerEvent", "event_to_dict", "event_from_dict", "UNITS", "NO_NOISE", "NOISE_TAGS", "UNTAGGED_NOTE"]
 
+# The relation every card states (docs/privacy.md, "The neighbouring relation"): under it the number of units is
+# private, so releases use only a DP count of it (privsynth.privacy.count).
 UNITS = {
-    "transition": "add/remove one transition",
-    "trajectory": "add/remove one trajectory (all of its transitions)",
-    "expert": "add/remove one expert (behaviour policy) with all of its trajectories",
+    "transition": "add/remove one transition (the number of transitions is private: DP count)",
+    "trajectory": "add/remove one trajectory (all of its transitions; the number of trajectories is private: DP count)",
+    "expert": "add/remove one expert (behaviour policy) with all of its trajectories (the number of experts is "
+              "private: DP count)",
 }
 
 # The ``noise`` tag every event entering a ledger must carry: where its randomness came from. "secure" and
