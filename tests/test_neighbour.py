@@ -480,7 +480,8 @@ def _cli_paths() -> list[ReleasingPath]:
 def _pendulum() -> OfflineDataset:
     from privsynth.methods.primorl.data import PendulumDataConfig, make_pendulum_dataset
 
-    return make_pendulum_dataset(PendulumDataConfig(episodes=16, seed=1), name="test/sens-v0")
+    # 53 trajectories (10600 transitions): counts >= 50, so the exact K of D and of D plus one is looked for
+    return make_pendulum_dataset(PendulumDataConfig(episodes=53, seed=1), name="test/sens-v0")
 
 
 def _primorl_cfg():
@@ -589,7 +590,7 @@ def _method_paths() -> list[ReleasingPath]:
 # Every registered DP offline-RL method run through its adapter, as `privsynth methods run` does: its card (ledger card
 # and settings) and the info of any dataset it returns. The neighbour adds a copy of one unit under a new id: a copy is
 # a valid record of the task (tabular layouts and horizons hold), and D plus a copy still differs by one unit.
-_ADAPTER_DATA = {"primorl": {"episodes": 8}, "dp-apvi": {"episodes": 300}, "dp-vapvi": {"episodes": 60, "env": {"H": 5, "A": 10}},
+_ADAPTER_DATA = {"primorl": {"episodes": 51}, "dp-apvi": {"episodes": 300}, "dp-vapvi": {"episodes": 60, "env": {"H": 5, "A": 10}},
                  "kickstart": {"episodes": 4}}
 _ADAPTER_EPS = {"primorl": 6.0, "dp-apvi": 20.0, "dp-vapvi": 5.0, "kickstart": 8.0}
 
