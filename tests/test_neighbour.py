@@ -471,8 +471,9 @@ def _cli_paths() -> list[ReleasingPath]:
         ReleasingPath("expert release CLI", _expert_cli, lambda: _experts(600), (
             "*prefix_lengths*", "*stable_transitions", "out.d_stable.npz*"), slow=True,
             plus_one=lambda _: _experts(601), public_facts=("experts",)),
+        # replace-one with n fixed, as "dp-apvi release" below
         ReleasingPath("methods dp-apvi-release CLI", _apvi_cli, _apvi_data, slow=True, plus_one=_apvi_plus_one,
-                      public_facts=("n_episodes_public",)),
+                      public_facts=("n_episodes_public",), exact_n_public=True, units=lambda t: (t.n_episodes,)),
     ]
 
 
@@ -575,14 +576,17 @@ def _method_paths() -> list[ReleasingPath]:
     return [
         ReleasingPath("primorl train", _primorl_train, _pendulum, ("history*",), slow=True),
         ReleasingPath("primorl generate", _primorl_generate, _pendulum, slow=True),
+        # replace-one relation with n fixed (the paper's; DP-VAPVI's split K/2 and bonus d/K take n as given): n is
+        # public by the relation and on the card (n_episodes_public), docs/methods.md "The number of units N"
         ReleasingPath("dp-apvi release", _apvi_release, _apvi_data, slow=True, plus_one=_apvi_plus_one,
-                      public_facts=("*n_episodes_public",)),
+                      public_facts=("*n_episodes_public",), exact_n_public=True, units=lambda t: (t.n_episodes,)),
         # unit = one expert with all its trajectories; m is public; prefix lengths and D_stable are the DP release
         ReleasingPath("expert svt release", _svt_release, lambda: _experts(600), ("*prefix_lengths*",
                       "*stable_transitions", "d_stable*"), slow=True, plus_one=lambda _: _experts(601),
                       public_facts=("*experts",)),
+        # the teacher's relation moves one query by at most b: the number of queries is fixed by it
         ReleasingPath("kickstart teacher", _teacher, _teacher_queries, ("answers*",), slow=True,
-                      plus_one=_teacher_neighbour),
+                      plus_one=_teacher_neighbour, exact_n_public=True, units=lambda q: (q.shape[0],)),
     ]
 
 
