@@ -469,8 +469,11 @@ def _cli_paths() -> list[ReleasingPath]:
         ReleasingPath("primorl train then generate CLI", _primorl_cli, _pendulum, _DESCRIPTION + (
             "run.history.json*", "run.privacy_card.md.text.*"), slow=True),
         ReleasingPath("expert release CLI", _expert_cli, lambda: _experts(600), (
-            "*prefix_lengths*", "*stable_transitions", "out.d_stable.npz*"), slow=True,
-            plus_one=lambda _: _experts(601), public_facts=("experts",)),
+            # privacy_card.md renders ledger.json (the count's n_units_noisy too), whose fields are compared one by one
+            "*prefix_lengths*", "*stable_transitions", "out.d_stable.npz*", "*experts_noisy", "out.privacy_card.md.text.*"),
+            slow=True,
+            plus_one=lambda _: _experts(601), units=lambda pool: (int(pool[1].n_experts),),
+            count_mentions_ok=("experts_noisy",)),  # m is private (issue 36): the DP count may round back to m
         # replace-one with n fixed, as "dp-apvi release" below
         ReleasingPath("methods dp-apvi-release CLI", _apvi_cli, _apvi_data, slow=True, plus_one=_apvi_plus_one,
                       public_facts=("n_episodes_public",), exact_n_public=True, units=lambda t: (t.n_episodes,)),
@@ -580,10 +583,12 @@ def _method_paths() -> list[ReleasingPath]:
         # public by the relation and on the card (n_episodes_public), docs/methods.md "The number of units N"
         ReleasingPath("dp-apvi release", _apvi_release, _apvi_data, slow=True, plus_one=_apvi_plus_one,
                       public_facts=("*n_episodes_public",), exact_n_public=True, units=lambda t: (t.n_episodes,)),
-        # unit = one expert with all its trajectories; m is public; prefix lengths and D_stable are the DP release
+        # unit = one expert with all its trajectories; prefix lengths and D_stable are the DP release; m is private
+        # (issue 36): the summary shows a Laplace count experts_noisy, which may round back to m
         ReleasingPath("expert svt release", _svt_release, lambda: _experts(600), ("*prefix_lengths*",
-                      "*stable_transitions", "d_stable*"), slow=True, plus_one=lambda _: _experts(601),
-                      public_facts=("*experts",)),
+                      "*stable_transitions", "d_stable*", "*experts_noisy"), slow=True,
+                      plus_one=lambda _: _experts(601), units=lambda pool: (int(pool[1].n_experts),),
+                      count_mentions_ok=("experts_noisy",)),
         # the teacher's relation moves one query by at most b: the number of queries is fixed by it
         ReleasingPath("kickstart teacher", _teacher, _teacher_queries, ("answers*",), slow=True,
                       plus_one=_teacher_neighbour, exact_n_public=True, units=lambda q: (q.shape[0],)),
