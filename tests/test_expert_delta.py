@@ -64,7 +64,9 @@ def test_cli_release_default_delta_end_to_end(tmp_path):
     """The reported reproduction, unpatched: the ledger's δ is at most 1/(10m) < 1/m and the guard writes it."""
     out = tmp_path / "rel"
     assert main(["expert", "release", *TINY, "--out", str(out)]) == 0
-    m = json.loads((out / "result.json").read_text())["experts"]
+    result = json.loads((out / "result.json").read_text())
+    m = 24  # the CLI's pool; result.json shows only the DP count experts_noisy (issue 36: m is private)
+    assert "experts" not in result and isinstance(result["experts_noisy"], int)
     ledger = json.loads((out / "ledger.json").read_text())
     assert m == 24 and ledger["delta"] <= default_delta(m) < 1 / m
     assert ledger["delta"] == pytest.approx(0.9 / (10 * m))  # cartpole's paper split: δ₁ = 9δ/10

@@ -43,10 +43,11 @@ def test_default_sampler_is_the_analysed_one_and_the_approximation_is_caveated(p
     ex, data = pool
     assert DataReleaseConfig().sampler == "expert"
     exact = release_outputs(data, ex, DataReleaseConfig(eps1=15.0, delta1=1e-3, n_rounds=20), env="cartpole")
-    assert "caveat" not in exact["ledger"].events[0].params and not exact["ledger"].notes
+    # events[0] is the Laplace count of the experts (issue 36), events[-1] the SVT release
+    assert "caveat" not in exact["ledger"].events[-1].params and not exact["ledger"].notes
     approx = release_outputs(data, ex, DataReleaseConfig(eps1=15.0, delta1=1e-3, n_rounds=20, sampler="trajectory"),
                              env="cartpole")
-    assert approx["ledger"].events[0].params["caveat"] == APPROX_SAMPLER_CAVEAT
+    assert approx["ledger"].events[-1].params["caveat"] == APPROX_SAMPLER_CAVEAT
     assert "approximate" in approx["ledger"].render_markdown()
 
 
@@ -116,3 +117,28 @@ def test_cli_release_goes_through_the_guard_and_nonprivate_train_is_refused(pool
     assert code == 2 and not (tmp_path / "np").exists()  # the guard refuses epsilon = inf: nothing written
     summary = json.loads(captured.out[: captured.out.rindex("}") + 1])
     assert summary["ledger_epsilon"] == float("inf") and "not_dp" in summary
+
+
+def test_release_epsilon_is_the_count_plus_the_svt_and_the_count_is_noisy():
+    """Issue 36: m is private. The release spends eps_count = 2% of eps1 on a Laplace count of the experts and runs the
+    SVT at eps1 - eps_count; the ledger composes them (basic) to eps1 and two releases draw different counts."""
+    from privsynth.methods.expert_envs import LinearExperts, collect_expert_data
+    from privsynth.methods.expert_svt import DataReleaseConfig, release_outputs
+    from privsynth.privacy.count import count_epsilon
+
+    rng = np.random.default_rng(0)
+    m = 57
+    W, c = rng.normal(size=(m, 2, 4)), rng.normal(size=(m, 2))
+    ex = LinearExperts(W, c, p_min=0.02)
+    data = collect_expert_data("cartpole", ex, 4, seed=0, horizon=10)
+    cfg = DataReleaseConfig(eps1=10.0, delta1=1e-3, n_rounds=4)
+    outs = [release_outputs(data, ex, cfg, env="cartpole") for _ in range(4)]
+    for out in outs:
+        count, svt = out["ledger"].events
+        assert count.epsilon == pytest.approx(count_epsilon(10.0)) and count.delta == 0
+        assert svt.epsilon == pytest.approx(10.0 - count_epsilon(10.0)) and svt.delta == pytest.approx(1e-3)
+        assert out["ledger"].epsilon() == pytest.approx(count_epsilon(10.0) + svt.epsilon, rel=1e-12)
+        assert out["ledger"].epsilon() <= 10.0 * (1 + 1e-12)
+        assert out["result"]["experts_noisy"] == count.params["n_units_noisy"] and "experts" not in out["result"]
+    # Laplace scale 1/0.2 = 5: four equal counts have probability well under 1e-2
+    assert len({o["result"]["experts_noisy"] for o in outs}) > 1

@@ -79,6 +79,8 @@ def independent_epsilon(ledger: Ledger) -> float:
         if ev.mechanism == "dpsgd":
             events.append(dpa.SelfComposedDpEvent(
                 dpa.PoissonSampledDpEvent(p["sample_rate"], dpa.GaussianDpEvent(p["noise_multiplier"])), p["steps"]))
+            if p.get("count_scale"):  # the Laplace count of the units the run composes (issue 36)
+                events.append(dpa.LaplaceDpEvent(p["count_scale"]))
         elif ev.mechanism == "gaussian":
             events.append(dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(p["sigma"] / p["sensitivity"]), p.get("count", 1)))
         elif ev.mechanism == "laplace":

@@ -469,10 +469,14 @@ def _cli_paths() -> list[ReleasingPath]:
         ReleasingPath("primorl train then generate CLI", _primorl_cli, _pendulum, _DESCRIPTION + (
             "run.history.json*", "run.privacy_card.md.text.*"), slow=True),
         ReleasingPath("expert release CLI", _expert_cli, lambda: _experts(600), (
-            "*prefix_lengths*", "*stable_transitions", "out.d_stable.npz*"), slow=True,
-            plus_one=lambda _: _experts(601), public_facts=("experts",)),
+            # privacy_card.md renders ledger.json (the count's n_units_noisy too), whose fields are compared one by one
+            "*prefix_lengths*", "*stable_transitions", "out.d_stable.npz*", "*experts_noisy", "out.privacy_card.md.text.*"),
+            slow=True,
+            plus_one=lambda _: _experts(601), units=lambda pool: (int(pool[1].n_experts),),
+            count_mentions_ok=("experts_noisy",)),  # m is private (issue 36): the DP count may round back to m
+        # replace-one with n fixed, as "dp-apvi release" below
         ReleasingPath("methods dp-apvi-release CLI", _apvi_cli, _apvi_data, slow=True, plus_one=_apvi_plus_one,
-                      public_facts=("n_episodes_public",)),
+                      public_facts=("n_episodes_public",), exact_n_public=True, units=lambda t: (t.n_episodes,)),
     ]
 
 
@@ -480,7 +484,8 @@ def _cli_paths() -> list[ReleasingPath]:
 def _pendulum() -> OfflineDataset:
     from privsynth.methods.primorl.data import PendulumDataConfig, make_pendulum_dataset
 
-    return make_pendulum_dataset(PendulumDataConfig(episodes=16, seed=1), name="test/sens-v0")
+    # 53 trajectories (10600 transitions): counts >= 50, so the exact K of D and of D plus one is looked for
+    return make_pendulum_dataset(PendulumDataConfig(episodes=53, seed=1), name="test/sens-v0")
 
 
 def _primorl_cfg():
@@ -574,14 +579,19 @@ def _method_paths() -> list[ReleasingPath]:
     return [
         ReleasingPath("primorl train", _primorl_train, _pendulum, ("history*",), slow=True),
         ReleasingPath("primorl generate", _primorl_generate, _pendulum, slow=True),
+        # replace-one relation with n fixed (the paper's; DP-VAPVI's split K/2 and bonus d/K take n as given): n is
+        # public by the relation and on the card (n_episodes_public), docs/methods.md "The number of units N"
         ReleasingPath("dp-apvi release", _apvi_release, _apvi_data, slow=True, plus_one=_apvi_plus_one,
-                      public_facts=("*n_episodes_public",)),
-        # unit = one expert with all its trajectories; m is public; prefix lengths and D_stable are the DP release
+                      public_facts=("*n_episodes_public",), exact_n_public=True, units=lambda t: (t.n_episodes,)),
+        # unit = one expert with all its trajectories; prefix lengths and D_stable are the DP release; m is private
+        # (issue 36): the summary shows a Laplace count experts_noisy, which may round back to m
         ReleasingPath("expert svt release", _svt_release, lambda: _experts(600), ("*prefix_lengths*",
-                      "*stable_transitions", "d_stable*"), slow=True, plus_one=lambda _: _experts(601),
-                      public_facts=("*experts",)),
+                      "*stable_transitions", "d_stable*", "*experts_noisy"), slow=True,
+                      plus_one=lambda _: _experts(601), units=lambda pool: (int(pool[1].n_experts),),
+                      count_mentions_ok=("experts_noisy",)),
+        # the teacher's relation moves one query by at most b: the number of queries is fixed by it
         ReleasingPath("kickstart teacher", _teacher, _teacher_queries, ("answers*",), slow=True,
-                      plus_one=_teacher_neighbour),
+                      plus_one=_teacher_neighbour, exact_n_public=True, units=lambda q: (q.shape[0],)),
     ]
 
 
@@ -589,7 +599,7 @@ def _method_paths() -> list[ReleasingPath]:
 # Every registered DP offline-RL method run through its adapter, as `privsynth methods run` does: its card (ledger card
 # and settings) and the info of any dataset it returns. The neighbour adds a copy of one unit under a new id: a copy is
 # a valid record of the task (tabular layouts and horizons hold), and D plus a copy still differs by one unit.
-_ADAPTER_DATA = {"primorl": {"episodes": 8}, "dp-apvi": {"episodes": 300}, "dp-vapvi": {"episodes": 60, "env": {"H": 5, "A": 10}},
+_ADAPTER_DATA = {"primorl": {"episodes": 51}, "dp-apvi": {"episodes": 300}, "dp-vapvi": {"episodes": 60, "env": {"H": 5, "A": 10}},
                  "kickstart": {"episodes": 4}}
 _ADAPTER_EPS = {"primorl": 6.0, "dp-apvi": 20.0, "dp-vapvi": 5.0, "kickstart": 8.0}
 

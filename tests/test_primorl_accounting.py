@@ -6,6 +6,7 @@ import pytest
 from dp_accounting import rdp
 
 from privsynth.methods.primorl import primorl_epsilon
+from privsynth.privacy.count import count_epsilon
 from privsynth.privacy import Ledger, calibrate_noise_multiplier
 
 # (task, variant, z, T, q, paper ε) — Table 9 (= Table 2), δ = 1e-5
@@ -80,6 +81,36 @@ def test_ledger_event_of_a_run_matches_accountant(tmp_path):
     cfg = TDPConfig(target_epsilon=8.0, sample_rate=0.25, rounds=5, delta=1e-3, local_batch=4)
     res = train_tdp_ensemble(data, model, cfg)
     ledger = Ledger(unit="trajectory", accountant="rdp", delta=1e-3).append(res.event)
-    assert ledger.epsilon() == pytest.approx(primorl_epsilon(res.noise_multiplier, 0.25, 5, 1e-3), rel=1e-9)
+    # issue 36: the event composes the Laplace count of the K trajectories (2% of the target) with the rounds
+    count_scale = 1.0 / count_epsilon(8.0)
+    assert res.event.params["count_scale"] == pytest.approx(count_scale)
+    assert ledger.epsilon() == pytest.approx(primorl_epsilon(res.noise_multiplier, 0.25, 5, 1e-3,
+                                                             count_scale=count_scale), rel=1e-9)
     assert ledger.epsilon() <= 8.0 * (1 + 1e-6)
     assert res.event.params["unit"] == "trajectory" and res.event.params["steps"] == 5
+
+
+def test_run_epsilon_is_count_plus_rounds_in_dp_accounting_and_the_count_is_noisy():
+    """Issue 36: K is private. The ledger's ε equals dp-accounting's RDP composition of Laplace(1/ε_count) and T
+    Poisson-subsampled Gaussian rounds at q = qK/K~, built here by hand; two runs draw different counts K~."""
+    import dp_accounting as dpa
+    import torch
+
+    from privsynth.methods.primorl.dynamics import GaussianEnsemble, TDPConfig, TrajectoryTensors, train_tdp_ensemble
+
+    k, length = 57, 3
+    data = TrajectoryTensors(torch.randn(k, length, 3), torch.randn(k, length, 3), torch.full((k,), length))
+    cfg = TDPConfig(target_epsilon=4.0, expected_batch=5.0, rounds=2, delta=1e-3, local_batch=4)
+    runs = [train_tdp_ensemble(data, GaussianEnsemble(2, 1, seed=0), cfg) for _ in range(4)]
+    for res in runs:
+        p = res.event.params
+        assert p["trajectories_noisy"] == res.trajectories_noisy and p["sample_rate"] == pytest.approx(5.0 / p["trajectories_noisy"])
+        event = dpa.ComposedDpEvent([dpa.LaplaceDpEvent(1.0 / count_epsilon(4.0)), dpa.SelfComposedDpEvent(
+            dpa.PoissonSampledDpEvent(p["sample_rate"], dpa.GaussianDpEvent(res.noise_multiplier)), 2)])
+        acct = dpa.rdp.RdpAccountant()
+        acct.compose(event)
+        ledger = Ledger(unit="trajectory", accountant="rdp", delta=1e-3).append(res.event)
+        assert ledger.epsilon() == pytest.approx(acct.get_epsilon(1e-3), rel=1e-9)
+        assert ledger.epsilon() <= 4.0 * (1 + 1e-6)
+    # Laplace noise of scale 1/0.08 = 12.5: four equal counts have probability well under 1e-3
+    assert len({r.trajectories_noisy for r in runs}) > 1

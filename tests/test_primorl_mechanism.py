@@ -95,15 +95,16 @@ def test_poisson_inclusion_rate():
 
 
 def test_noise_std_is_zc_over_qk():
-    """With no trajectories sampled nothing but noise moves the weights: std z·C/(qK) on every coordinate."""
+    """With no trajectories sampled nothing but noise moves the weights: std z·C/(qK~) on every coordinate, K~ the DP
+    count of the trajectories (issue 36: the fixed denominator is qK~, never the private K)."""
     k = 50
     data = TrajectoryTensors(torch.zeros(k, 2, 3), torch.zeros(k, 2, 3), torch.full((k,), 2))
     model = GaussianEnsemble(2, 1, seed=0)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     cfg = TDPConfig(noise_multiplier=0.8, clip_norm=2.0, sample_rate=1e-9, rounds=1)
-    train_tdp_ensemble(data, model, cfg)
+    res = train_tdp_ensemble(data, model, cfg)
     moved = torch.cat([(p.detach() - before[n]).flatten() for n, p in model.named_parameters()])
-    expected = 0.8 * 2.0 / (1e-9 * k)
+    expected = 0.8 * 2.0 / (1e-9 * res.trajectories_noisy)
     assert float(moved.std()) == pytest.approx(expected, rel=0.05)
     assert float(moved.mean()) == pytest.approx(0.0, abs=0.1 * expected)
 

@@ -25,9 +25,13 @@ def test_train_and_generate_release_with_card(sensitive_id, tmp_path):
     card = json.loads((out / "privacy_ledger.json").read_text())
     assert (out / "policy.pt").exists() and (out / "privacy_card.md").exists()
     ev = card["events"][0]
-    k_train = 60  # every trajectory is trained on: the public data are simulator rollouts (issue 21, item 7)
-    assert ev["params"]["sample_rate"] == pytest.approx(10 / k_train)
-    eps = primorl_epsilon(ev["params"]["noise_multiplier"], 10 / k_train, 3, 1e-5)
+    # every trajectory is trained on (the public data are simulator rollouts, issue 21, item 7); q = qK / K~ from the
+    # DP count K~ of the 60 trajectories (issue 36: K is private), whose Laplace event the run's event composes
+    k_noisy = ev["params"]["trajectories_noisy"]
+    assert abs(k_noisy - 60) < 200 and "trajectories" not in ev["params"]
+    assert ev["params"]["sample_rate"] == pytest.approx(min(10 / k_noisy, 0.5))
+    eps = primorl_epsilon(ev["params"]["noise_multiplier"], ev["params"]["sample_rate"], 3, 1e-5,
+                          count_scale=ev["params"]["count_scale"])
     assert eps <= 6 * (1 + 1e-6) and eps > 5.0  # calibrated close to the target
     assert main(["primorl", "generate", sensitive_id, "test/pendulum-primorl-v0", "--from", str(out),
                  "--episodes", "12", "--horizon", "20", "--epsilon-budget", "6"]) == 0

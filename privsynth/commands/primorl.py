@@ -66,7 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.set_defaults(func=_consume)
 
 
-def _config(args: argparse.Namespace, k: int):
+def _config(args: argparse.Namespace):
     from privsynth.methods.primorl.dynamics import TDPConfig
     from privsynth.methods.primorl.pessimistic_mdp import PessimismConfig
     from privsynth.methods.primorl.pipeline import PriMORLConfig
@@ -75,9 +75,8 @@ def _config(args: argparse.Namespace, k: int):
     cfg = PriMORLConfig(seed=args.seed, eval_episodes=args.eval_episodes, pessimism=PessimismConfig(args.penalty, args.lam),
                         sac=SACConfig(epochs=args.sac_epochs, steps_per_epoch=args.sac_steps),
                         public_source=getattr(args, "public", "env"))
-    k_train = k if cfg.public_source == "env" else round(k * (1 - cfg.public_fraction))
-    q = min(args.expected_batch / max(k_train, 1), 0.5)
-    cfg.tdp = TDPConfig(sample_rate=q, rounds=args.rounds, clip_norm=args.clip_norm, strategy=args.strategy,
+    # q = qK / K~ is set inside the run from a DP count K~ of the training trajectories (K itself is private)
+    cfg.tdp = TDPConfig(expected_batch=args.expected_batch, rounds=args.rounds, clip_norm=args.clip_norm, strategy=args.strategy,
                         delta=args.delta, noise_multiplier=0.0 if args.no_privacy else None,
                         target_epsilon=None if args.no_privacy else args.epsilon)
     return cfg
@@ -97,7 +96,7 @@ def _sensitive(args: argparse.Namespace):
     from privsynth.data.minari_io import load_dataset
 
     ds = load_dataset(args.dataset_id).mark_sensitive()
-    return ds, _config(args, ds.n_episodes)
+    return ds, _config(args)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -226,7 +225,7 @@ def _consume(args: argparse.Namespace) -> int:
     from privsynth.methods.primorl.pipeline import run_on_synthetic
 
     syn = load_dataset(args.synthetic_id)
-    cfg = _config(args, syn.n_episodes)
+    cfg = _config(args)
     cfg = dataclasses.replace(cfg, tdp=dataclasses.replace(cfg.tdp, noise_multiplier=0.0, target_epsilon=None))
     run = run_on_synthetic(syn, cfg, model_steps=args.model_steps, progress=True)
     if args.out is not None:

@@ -40,6 +40,7 @@ Everything here is written from the paper's pseudo-code (no public code exists);
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -48,6 +49,7 @@ import numpy as np
 
 from privsynth.errors import InvalidData, PrivacyError
 from privsynth.privacy.accounting import check_delta
+from privsynth.privacy.count import count_epsilon, noisy_unit_count
 from privsynth.privacy.ledger import Ledger, LedgerEvent
 from privsynth.privacy.noise import NoiseSource
 
@@ -289,16 +291,31 @@ def release_outputs(data, experts: ExpertPolicies, cfg: DataReleaseConfig, *, en
     The summary holds the DP outputs (released prefix lengths, number of stable transitions = the size of the
     release), the settings and public facts (m experts, env, T, public L, p_min) and the Algorithm 2 constants;
     never the exact counts, the logged data's size or its longest trajectory."""
-    rel = data_release(data, experts, cfg, keep_trace=False)
+    # m is private under add/remove one expert (issue 36): the summary shows a Laplace count m~ (COUNT_SHARE of eps1,
+    # privsynth.privacy.count), and the SVT runs at eps1 - eps_count so that the two compose (basic) to eps1. m itself
+    # is read only inside the mechanism (the uniform expert draw) and by the delta < 1/m refusal (for the holder).
     ledger = Ledger(unit="expert", accountant="rdp", delta=cfg.delta1 if cfg.delta1 > 0 else 1e-12,
-                    treated_as_public=["number of experts m", "the horizon cap L (environment spec or user cap)",
+                    treated_as_public=["the horizon cap L (environment spec or user cap)",
                                        "environment dynamics and rewards (not protected, paper Sec. 3.1)"])
+    m_noisy = None
+    run_cfg = cfg
+    if cfg.eps1 > 0:
+        eps_count = count_epsilon(cfg.eps1)
+        source = NoiseSource() if cfg.noise_seed is None else NoiseSource.reproducible(cfg.noise_seed)
+        m_noisy, _ = noisy_unit_count(int(data.n_experts), epsilon=eps_count, unit="expert", source=source)
+        # recorded as the (eps_count, 0)-DP mechanism it is: the SVT event is (eps1, delta1)-only, so the ledger
+        # composes the two by summing (a Laplace event would need a share of delta1 for its RDP conversion)
+        ledger.append(LedgerEvent.approx_dp("number of experts m (Laplace count)", epsilon=eps_count, delta=0.0,
+                                            unit="expert", mechanism="laplace", scale=1.0 / eps_count,
+                                            sensitivity=1.0, n_units_noisy=m_noisy, noise=source.kind))
+        run_cfg = dataclasses.replace(cfg, eps1=cfg.eps1 - eps_count)
+    rel = data_release(data, experts, run_cfg, keep_trace=False)
     ev = rel.ledger_event()
     if ev is not None:
         ledger.append(ev)
         if rel.sampler != "expert":
             ledger.notes.append(APPROX_SAMPLER_CAVEAT)
-    summary = dict(env=env, experts=int(data.n_experts), eps1=cfg.eps1, delta1=cfg.delta1, rounds=cfg.n_rounds,
+    summary = dict(env=env, experts_noisy=m_noisy, eps1=cfg.eps1, delta1=cfg.delta1, rounds=cfg.n_rounds,
                    sampler=cfg.sampler, stable_transitions=rel.n_stable, prefix_lengths=[r["k"] for r in rel.rounds],
                    constants=rel.const.to_dict() if rel.const else None)
     if epsilon_total is not None:

@@ -9,9 +9,10 @@ Each trajectory plays the role of a DP-FedAvg user (McMahan et al. 2018). One ro
    clip ball after every local step (DP-FedAvg UserUpdate, Alg. 2 line 11).
 3. Ensemble clipping (Alg. 3): each member's delta to C/√N ("flat") or each member's parameter tensor to C/√(N·L)
    ("per_layer"), so one trajectory's whole-ensemble delta has L2 norm ≤ C.
-4. The clipped deltas are summed, divided by the *expected* batch size qK (not |U_t|: the sensitivity
+4. The clipped deltas are summed, divided by the *expected* batch size qK~ (not |U_t|: the sensitivity
    bound of McMahan et al.'s Theorem 1 needs the fixed denominator), and ONE Gaussian vector of
-   std z·C/(qK) is added to the concatenated ensemble update.
+   std z·C/(qK~) is added to the concatenated ensemble update. K~ is a Laplace count of the trajectories
+   (privsynth.privacy.count; K is private under add/remove), so dividing by qK~ is post-processing of the noisy sum.
 
 Accounting: one round is the Poisson-subsampled Gaussian mechanism with noise multiplier z on a sum of sensitivity C
 (add/remove one trajectory), exactly the event of one DP-SGD step, so T rounds are recorded on the ledger as a
@@ -42,6 +43,7 @@ from tqdm.auto import tqdm
 from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData, PrivacyError
 from privsynth.privacy import accounting as acc
+from privsynth.privacy.count import count_epsilon, noisy_unit_count
 from privsynth.privacy.ledger import LedgerEvent
 from privsynth.privacy.noise import NoiseSource
 
@@ -202,6 +204,9 @@ class TDPConfig:
     """Algorithm 1 settings (Table 8, Pendulum column; scaled down where noted)."""
 
     sample_rate: float = 0.01  # q; paper 1e-3 with K = 30k (qK ≈ 30); 1e-2 with our K = 3k keeps qK ≈ 30
+    # qK instead of q: q = min(expected_batch / K~, 0.5) from the DP count K~ of the trajectories (K is private under
+    # add/remove, privsynth.privacy.count); None: the fixed ``sample_rate`` above
+    expected_batch: float | None = None
     rounds: int = 700  # T; paper ~7000 (7 expected passes at q = 1e-3); 700 = 7 passes at q = 1e-2
     clip_norm: float = 0.3  # C: not reported for Pendulum; 0.3 chosen from {0.1, 0.3, 1} by public one-step MSE (docs)
     strategy: str = "per_layer"  # Pendulum: per-layer clipping (Table 8)
@@ -227,14 +232,16 @@ class TDPResult:
     noise_multiplier: float
     rounds: int
     history: list[dict[str, float]] = field(default_factory=list)
+    trajectories_noisy: int = 0  # the DP count K~ that set q·K~ (0 for a run without noise)
 
 
 def primorl_epsilon(noise_multiplier: float, sample_rate: float, rounds: int, delta: float = 1e-5,
-                    accountant: str = "rdp") -> float:
-    """ε^MA(z, q, T, δ) of Theorem 4.2: T Poisson-subsampled Gaussian rounds (inf for z = 0)."""
+                    accountant: str = "rdp", *, count_scale: float = 0.0) -> float:
+    """ε^MA(z, q, T, δ) of Theorem 4.2: T Poisson-subsampled Gaussian rounds (inf for z = 0), composed with the
+    Laplace count of the trajectories when ``count_scale`` > 0."""
     if noise_multiplier <= 0:
         return math.inf
-    return acc.dpsgd_epsilon(noise_multiplier, sample_rate, rounds, delta, accountant)
+    return acc.dpsgd_epsilon(noise_multiplier, sample_rate, rounds, delta, accountant, count_scale=count_scale)
 
 
 def _adam(grads: Params, state: dict, lr: float, step: torch.Tensor | int, b1: float = 0.9, b2: float = 0.999,
@@ -322,26 +329,43 @@ def train_tdp_ensemble(sensitive: TrajectoryTensors, model: GaussianEnsemble, cf
     ``public`` (the paper's 1% public test split) is only used to keep the best snapshot; the accounted T is the
     number of rounds actually run (all of them: every iterate is treated as released)."""
     k = len(sensitive)
-    if not 0 < cfg.sample_rate < 1:
-        raise PrivacyError(f"sample rate {cfg.sample_rate} must be in (0, 1)")
-    acc.check_delta(cfg.delta, k)
-    if cfg.noise_multiplier is None:
-        if cfg.target_epsilon is None:
-            raise PrivacyError("give either a noise multiplier or a target epsilon")
-        z = acc.calibrate_noise_multiplier(cfg.target_epsilon, cfg.delta, cfg.sample_rate, cfg.rounds, cfg.accountant)
+    acc.check_delta(cfg.delta, k)  # a refusal for the data holder: it reads the exact K (docs/privacy.md, "Refusals")
+    if cfg.noise_multiplier is None and cfg.target_epsilon is None:
+        raise PrivacyError("give either a noise multiplier or a target epsilon")
+    source = NoiseSource() if cfg.noise_seed is None else NoiseSource.reproducible(cfg.noise_seed)
+    # K is private under add/remove one trajectory: a Laplace count K~ (privsynth.privacy.count) sets everything sized
+    # by K (q from expected_batch, the fixed denominator qK~) and the card shows K~. Its ε is COUNT_SHARE of the
+    # target, and z is calibrated so that count + rounds compose (RDP/PLD, as dp_train) to the target; with a given z
+    # the count spends COUNT_SHARE of that run's ε on top, and the event composes both.
+    z_run = None if cfg.noise_multiplier is None else float(cfg.noise_multiplier)
+    k_noisy, count_scale = k, 0.0
+    if z_run is None or z_run > 0:
+        if z_run is None:
+            eps_count = count_epsilon(cfg.target_epsilon)
+        else:  # COUNT_SHARE of the run's ε (a bound at q = 0.5 when q comes from the count), at least 0.02
+            q0 = cfg.sample_rate if cfg.expected_batch is None else 0.5
+            eps_count = count_epsilon(max(primorl_epsilon(z_run, q0, cfg.rounds, cfg.delta, cfg.accountant), 1.0))
+        k_noisy, _ = noisy_unit_count(k, epsilon=eps_count, unit="trajectory", source=source,
+                                      name="number of trajectories K (Laplace count)")
+        count_scale = 1.0 / eps_count
+    q = cfg.sample_rate if cfg.expected_batch is None else min(float(cfg.expected_batch) / k_noisy, 0.5)
+    if not 0 < q < 1:
+        raise PrivacyError(f"sample rate {q} must be in (0, 1)")
+    if z_run is None:
+        z = acc.calibrate_noise_multiplier(cfg.target_epsilon, cfg.delta, q, cfg.rounds, cfg.accountant,
+                                           count_scale=count_scale)
     else:
-        z = float(cfg.noise_multiplier)
+        z = z_run
     # privacy randomness (Poisson masks, Gaussian noise) from the NoiseSource, never from cfg.seed (docs/DESIGN.md
     # invariant 6). So are the local minibatch orders: they shape each clipped trajectory update and are drawn from one
     # stream over the dataset, so if anyone could replay them (cfg.seed is on the card) adding one trajectory would
     # move the others' updates, outside the clip-norm sensitivity. noise_seed replays all three (tests, NOT DP).
-    source = NoiseSource() if cfg.noise_seed is None else NoiseSource.reproducible(cfg.noise_seed)
     mask_gen, noise_gen, gen = source.torch_generator(), source.torch_generator(), source.torch_generator()
-    expected = cfg.sample_rate * k  # fixed denominator qK (see the module docstring, step 4)
+    expected = q * k_noisy  # fixed denominator qK~ (module docstring, step 4): a DP output, never the exact K
     sigma = z * cfg.clip_norm / expected
     best, best_score, history = None, math.inf, []
     for t in tqdm(range(cfg.rounds), disable=not progress, desc="TDP ensemble rounds"):
-        idx = poisson_sample(k, cfg.sample_rate, mask_gen)
+        idx = poisson_sample(k, q, mask_gen)
         deltas = local_updates(model, sensitive, idx, cfg, gen)
         with torch.no_grad():
             for name, p in model.named_parameters():
@@ -357,15 +381,16 @@ def train_tdp_ensemble(sensitive: TrajectoryTensors, model: GaussianEnsemble, cf
                 best, best_score = copy.deepcopy(model.state_dict()), score
     if best is not None:
         model.load_state_dict(best)
-    eps = primorl_epsilon(z, cfg.sample_rate, cfg.rounds, cfg.delta, cfg.accountant)
+    eps = primorl_epsilon(z, q, cfg.rounds, cfg.delta, cfg.accountant, count_scale=count_scale)
     event = None
     if z > 0:
-        event = LedgerEvent.dpsgd("PriMORL TDP ensemble (Alg. 1)", noise_multiplier=z, sample_rate=cfg.sample_rate,
-                                  steps=cfg.rounds, max_grad_norm=cfg.clip_norm, unit="trajectory",
-                                  clip_strategy=cfg.strategy, members=model.cfg.members, trajectories=k,
+        event = LedgerEvent.dpsgd("PriMORL TDP ensemble (Alg. 1)", noise_multiplier=z, sample_rate=q,
+                                  steps=cfg.rounds, max_grad_norm=cfg.clip_norm, count_scale=count_scale,
+                                  unit="trajectory", clip_strategy=cfg.strategy, members=model.cfg.members,
+                                  trajectories_noisy=k_noisy,
                                   local_epochs=cfg.local_epochs, local_batch=cfg.local_batch, epsilon=eps,
                                   noise=source.kind)
-    return TDPResult(model, event, eps, z, cfg.rounds, history)
+    return TDPResult(model, event, eps, z, cfg.rounds, history, trajectories_noisy=k_noisy if count_scale else 0)
 
 
 def train_ensemble_nonprivate(data: TrajectoryTensors, model: GaussianEnsemble, *, steps: int = 5000,

@@ -163,9 +163,10 @@ def _public_and_train(sensitive: OfflineDataset,
                 f"seeds {cfg.seed}..{cfg.seed + cfg.public_episodes - 1} (target scales, model snapshot selection)", [])
     if cfg.public_source == "split":
         train, public = sensitive.split_episodes(1.0 - cfg.public_fraction, seed=cfg.seed)
-        note = (f"the guarantee covers only the {train.n_episodes} trajectories outside the {cfg.public_fraction:.0%} "
-                f"split ({public.n_episodes} trajectories) declared public as in the paper; those trajectories set "
-                "the target scales and the saved snapshot and are NOT protected")
+        # no counts here: the number of trajectories is private under add/remove (the card shows the DP count)
+        note = (f"the guarantee covers only the trajectories outside the {cfg.public_fraction:.0%} split declared "
+                "public as in the paper; those trajectories set the target scales and the saved snapshot and are NOT "
+                "protected")
         return train, public, f"{cfg.public_fraction:.0%} split of the sensitive dataset declared public (NOT protected)", [note]
     raise InvalidData(f"unknown public source '{cfg.public_source}': choose env or split")
 
@@ -182,7 +183,6 @@ def run_primorl(sensitive: OfflineDataset, cfg: PriMORLConfig = PriMORLConfig(),
     if res.event is not None:
         ledger = Ledger(unit="trajectory", accountant=tdp_cfg.accountant, delta=tdp_cfg.delta,
                         public_data=[public_desc, "environment: observation/action bounds, initial-state distribution ρ0"],
-                        treated_as_public=["number of trajectories K (sets the sample rate)"],
                         notes=notes + ["hyperparameters (C, z, λ, penalty, clipping strategy) were not tuned on this data "
                                        "with accounting; tuning on private data is not charged"])
         ledger.append(res.event)

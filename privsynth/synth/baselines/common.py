@@ -101,10 +101,10 @@ class BaselineSynthesizer(Synthesizer):
     def _start_ledger(self, delta: float, unit: str) -> Ledger:
         if self._ledger is not None:
             raise PrivacyError(f"{self.name} has already been fitted on sensitive data; make a new synthesizer")
-        treated = [
-            "number of sensitive transitions N (sets the record count and the delta check)",
-            "observation and action dimensions",
-        ]
+        # N is not taken as given (issue 36): the record count is the caller's n, PGM's and PrivSyn's totals come from
+        # the noisy marginals, PATE-GAN's teacher parts are never published; the delta < 1/N check is a refusal shown
+        # only to the data holder (docs/privacy.md, "Refusals")
+        treated = ["observation and action dimensions"]
         self._ledger = Ledger(
             unit=unit, accountant="rdp", delta=float(delta), public_data=list(self.public_data), treated_as_public=treated
         )
