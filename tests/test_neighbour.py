@@ -478,7 +478,7 @@ def _cli_paths() -> list[ReleasingPath]:
             plus_one=lambda _: _experts(601), units=lambda pool: (int(pool[1].n_experts),),
             count_mentions_ok=("experts_noisy",)),  # m is private (issue 36): the DP count may round back to m
         # replace-one with n fixed, as "dp-apvi release" below
-        ReleasingPath("methods dp-apvi-release CLI", _apvi_cli, _apvi_data, slow=True, plus_one=_apvi_plus_one,
+        ReleasingPath("methods dp-apvi-release CLI", _apvi_cli, _apvi_data, slow=True, plus_one=_apvi_replace_one,
                       public_facts=("n_episodes_public",), exact_n_public=True, units=lambda t: (t.n_episodes,)),
     ]
 
@@ -525,8 +525,10 @@ def _apvi_data():
     return traj.select(np.arange(300))
 
 
-def _apvi_plus_one(traj):
-    return _tabular()[1]  # the same 300 trajectories and one more
+def _apvi_replace_one(traj):
+    """DP-APVI's card states replace-one with n fixed (docs/methods.md): its neighbour has the same 300 trajectories
+    but the last one replaced by another (the 301st sample), so n is equal and only the DP outputs may differ."""
+    return _tabular()[1].select(np.r_[0:299, 300])
 
 
 def _apvi_release(traj, tmp: Path) -> dict:
@@ -584,7 +586,7 @@ def _method_paths() -> list[ReleasingPath]:
         ReleasingPath("primorl generate", _primorl_generate, _pendulum, slow=True),
         # replace-one relation with n fixed (the paper's; DP-VAPVI's split K/2 and bonus d/K take n as given): n is
         # public by the relation and on the card (n_episodes_public), docs/methods.md "The number of units N"
-        ReleasingPath("dp-apvi release", _apvi_release, _apvi_data, slow=True, plus_one=_apvi_plus_one,
+        ReleasingPath("dp-apvi release", _apvi_release, _apvi_data, slow=True, plus_one=_apvi_replace_one,
                       public_facts=("*n_episodes_public",), exact_n_public=True, units=lambda t: (t.n_episodes,)),
         # unit = one expert with all its trajectories; prefix lengths and D_stable are the DP release; m is private
         # (issue 36): the summary shows a Laplace count experts_noisy, which may round back to m
