@@ -69,7 +69,8 @@ def test_cli_release_default_delta_end_to_end(tmp_path):
     assert "experts" not in result and isinstance(result["experts_noisy"], int)
     ledger = json.loads((out / "ledger.json").read_text())
     assert m == 24 and ledger["delta"] <= default_delta(m) < 1 / m
-    assert ledger["delta"] == pytest.approx(0.9 / (10 * m))  # cartpole's paper split: δ₁ = 9δ/10
+    # the default δ is a public constant (1/(10m) printed m on the card; m is private, issue 36)
+    assert ledger["delta"] == pytest.approx(0.9 * svt.PUBLIC_DEFAULT_DELTA)  # cartpole's paper split: δ₁ = 9δ/10
 
 
 @pytest.mark.parametrize("cmd", ["release", "train"])
@@ -142,9 +143,10 @@ def test_adapter_refuses_delta_one_over_m_before_touching_the_data(sensitive, mo
             methods.make("expert-svt", preset="tiny", epsilon=10.0, delta=delta, env="cartpole").run(sensitive)
 
 
-def test_adapter_default_delta_is_one_over_ten_m(sensitive):
+def test_adapter_default_delta_is_a_public_constant_below_one_over_m(sensitive):
+    """issue 36: the default was 1/(10m), which printed the private number of experts m on the card."""
     m = len(sensitive.info.extra["experts"]["W"])
     res = methods.make("expert-svt", preset="tiny", epsilon=10.0, split="split", env="cartpole").run(sensitive)
-    assert res.card["settings"]["delta"] == pytest.approx(1 / (10 * m))
-    assert res.ledger.delta == pytest.approx(1 / (10 * m)) and res.ledger.delta < 1 / m
+    assert res.card["settings"]["delta"] == pytest.approx(svt.PUBLIC_DEFAULT_DELTA)
+    assert res.ledger.delta == pytest.approx(svt.PUBLIC_DEFAULT_DELTA) and res.ledger.delta < 1 / m
     assert np.isfinite(res.epsilon) and res.epsilon <= 10.0 * (1 + 1e-6)

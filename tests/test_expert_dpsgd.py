@@ -26,8 +26,10 @@ def tiny():
     return ex, data, rel
 
 
-def _rdp_eps(sigma, q, steps, delta):
+def _rdp_eps(sigma, q, steps, delta, count_scale=0.0):
     acc = dpa.rdp.RdpAccountant()
+    if count_scale:  # the Laplace count of the experts that set q (the number of experts m is private)
+        acc.compose(dpa.LaplaceDpEvent(count_scale))
     acc.compose(dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(q, dpa.GaussianDpEvent(sigma)), steps))
     return acc.get_epsilon(delta)
 
@@ -41,12 +43,17 @@ def test_strict_accounting_counts_noisy_steps_only(tiny):
     assert res.noisy_steps == coins.sum() and 0 < res.noisy_steps < 40
     assert res.stable_steps == 40 - res.noisy_steps
     ev = [e for e in res.ledger.events if e.mechanism == "dpsgd"][0]
-    assert ev.params["steps"] == res.noisy_steps and ev.params["sample_rate"] == pytest.approx(32 / data.n_experts)
-    q = 32 / data.n_experts
-    eps2 = _rdp_eps(res.noise_multiplier, q, res.noisy_steps, 1e-5)  # independent accountant, K steps at b/m
+    # q = b / m~, m~ a Laplace count of the experts (m is private under add/remove one expert)
+    m_noisy = ev.params["n_units_noisy"]
+    assert "n_units" not in ev.params and m_noisy == res.info["m_noisy"]
+    assert ev.params["steps"] == res.noisy_steps and ev.params["sample_rate"] == pytest.approx(32 / m_noisy)
+    q = 32 / m_noisy
+    # independent accountant: the count, then K steps at b/m~
+    eps2 = _rdp_eps(res.noise_multiplier, q, res.noisy_steps, 1e-5, ev.params["count_scale"])
     assert eps2 == pytest.approx(res.eps2_strict, rel=1e-6) and eps2 <= 2.0 + 1e-6
+    assert res.ledger.epsilon() >= eps2 * (1 - 1e-6)
     # the paper's hidden-coin number (all N steps at q = p·b/m) is smaller; it is never what the ledger holds
-    assert paper_epsilon(res.noise_multiplier, 32, data.n_experts, 0.5, 40, 1e-5, "rdp") < eps2
+    assert paper_epsilon(res.noise_multiplier, 32, m_noisy, 0.5, 40, 1e-5, "rdp") < eps2
     total = res.ledger.epsilon()  # (ε₁ + ε₂) at δ₁ + δ₂
     assert res.ledger.delta == pytest.approx(1e-4 + 1e-5)
     assert total == pytest.approx(15.0 + eps2, rel=1e-4)

@@ -32,7 +32,7 @@ def register(subparsers) -> None:
         s.add_argument("--env", choices=["acrobot", "cartpole"], default="acrobot")
         s.add_argument("--epsilon", type=float, default=10.0, help="total ε (default: %(default)s)")
         s.add_argument("--delta", type=float, default=None,
-                       help="total δ, must be below 1/m for m experts (default: 1/(10m); the paper used 1/m)")
+                       help="total δ, must be below 1/m for m experts (default: 1e-6, a public constant: m is private; the paper used 1/m)")
         s.add_argument("--split", choices=["paper", "split", "stable", "dpsgd"], default="paper",
                        help="ε/δ split between release and DP-SGD (default: the paper's rule)")
         s.add_argument("-T", "--rounds", type=int, default=25)
@@ -71,12 +71,12 @@ def run_constants(args: argparse.Namespace) -> int:
 def _release(args):
     from privsynth.methods.expert_envs import ExpertPoolConfig, make_expert_pool
     from privsynth.methods.expert_svt import (DataReleaseConfig, budget_split, check_expert_delta, data_release,
-                                              default_delta)
+                                              PUBLIC_DEFAULT_DELTA)
 
     experts, data = make_expert_pool(ExpertPoolConfig(env=args.env, per_factor=args.per_factor,
                                                       n_traj_per_expert=args.n_traj, init_sd=0.2, seed=args.seed))
     # δ < 1/m (m experts = privacy units), checked before the release touches the data; the paper's 1/m is refused
-    delta = args.delta if args.delta is not None else default_delta(data.n_experts)
+    delta = args.delta if args.delta is not None else PUBLIC_DEFAULT_DELTA  # a constant: m is private
     check_expert_delta(delta, data.n_experts, f"privsynth expert {args.expert_cmd} --delta")
     split = "dpsgd" if getattr(args, "method", None) == "dpsgd" else args.split
     if getattr(args, "method", None) == "stable_only":

@@ -38,6 +38,7 @@ from torch.func import functional_call, grad, vmap
 from privsynth.errors import PrivacyError
 from privsynth.methods.discrete_learners import DiscreteLearner, LearnerConfig, make_learner
 from privsynth.methods.expert_svt import check_expert_delta
+from privsynth.privacy.count import count_epsilon, noisy_unit_count
 from privsynth.privacy import accounting as acc
 from privsynth.privacy.ledger import Ledger, LedgerEvent
 from privsynth.privacy.noise import NoiseSource
@@ -90,9 +91,10 @@ def plan_coins(steps: int, p: float, seed: int) -> np.ndarray:
     return np.random.default_rng([seed, 7]).random(steps) < p
 
 
-def strict_epsilon(sigma: float, batch_size: int, m: int, noisy_steps: int, delta: float, accountant: str = "pld") -> float:
+def strict_epsilon(sigma: float, batch_size: int, m: int, noisy_steps: int, delta: float, accountant: str = "pld",
+                   *, count_scale: float = 0.0) -> float:
     """ε₂ counting only the realised noisy steps, at q = b/m (conditioning on the public coin)."""
-    return acc.dpsgd_epsilon(sigma, batch_size / m, noisy_steps, delta, accountant)
+    return acc.dpsgd_epsilon(sigma, batch_size / m, noisy_steps, delta, accountant, count_scale=count_scale)
 
 
 def paper_epsilon(sigma: float, batch_size: int, m: int, p: float, steps: int, delta: float, accountant: str = "pld") -> float:
@@ -143,18 +145,27 @@ def selective_dpsgd(data, release, learner_cfg: LearnerConfig, cfg: SelectiveCon
     delta_total = (release.const.delta1 if release.const else 0.0) + (cfg.delta2 if K else 0.0)
     if delta_total > 0:  # 0: nothing private ran (the non-private baseline, whose ledger the guard refuses anyway)
         check_expert_delta(delta_total, m, "expert-level DP-SGD (delta1 + delta2)")
-    q = b / m
+    source = NoiseSource() if cfg.noise_seed is None else NoiseSource.reproducible(cfg.noise_seed)
+    # m is private under add/remove one expert (docs/privacy.md): q comes from a Laplace count m~ of the experts,
+    # 2% of eps2, composed with the noisy steps in their ledger event
+    m_noisy, count_scale = m, 0.0
+    if K > 0:
+        eps_count = count_epsilon(cfg.eps2)
+        m_noisy, _ = noisy_unit_count(m, epsilon=eps_count, unit="expert", source=source)
+        count_scale = 1.0 / eps_count
+        b = min(b, m_noisy)
+    q = b / m_noisy
     sigma = cfg.noise_multiplier
     if K > 0 and sigma is None:
-        sigma = acc.calibrate_noise_multiplier(cfg.eps2, cfg.delta2, q, K, cfg.accountant)
-    eps_strict = strict_epsilon(sigma, b, m, K, cfg.delta2, cfg.accountant) if K else 0.0
-    eps_paper = paper_epsilon(sigma, b, m, cfg.p, cfg.steps, cfg.delta2, cfg.accountant) if K else None
+        sigma = acc.calibrate_noise_multiplier(cfg.eps2, cfg.delta2, q, K, cfg.accountant, count_scale=count_scale)
+    eps_strict = (strict_epsilon(sigma, b, m_noisy, K, cfg.delta2, cfg.accountant, count_scale=count_scale)
+                  if K else 0.0)
+    eps_paper = paper_epsilon(sigma, b, m_noisy, cfg.p, cfg.steps, cfg.delta2, cfg.accountant) if K else None
     if K and eps_strict > cfg.eps2 * (1 + 1e-6):
         raise PrivacyError(f"noise multiplier {sigma} spends eps2 = {eps_strict:.4g} > {cfg.eps2} over {K} noisy steps")
 
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng([cfg.seed, 11])  # batches of the released D_stable (post-processing)
-    source = NoiseSource() if cfg.noise_seed is None else NoiseSource.reproducible(cfg.noise_seed)
     mask_rng = source.numpy_rng()  # Poisson sampling of experts and their transition: privacy randomness
     net = make_learner(data.obs.shape[1], n_actions, learner_cfg)
     params = net.trainable()
@@ -204,7 +215,7 @@ def selective_dpsgd(data, release, learner_cfg: LearnerConfig, cfg: SelectiveCon
     if n_noisy != K:  # the ledger must describe what ran
         raise PrivacyError(f"internal: ran {n_noisy} noisy steps but planned {K}")
     ledger = Ledger(unit="expert", accountant=cfg.accountant, delta=delta_total if delta_total > 0 else 1e-12,
-                    treated_as_public=["number of experts m (sets q = b/m)", "the coin sequence (data-independent)",
+                    treated_as_public=["the coin sequence (data-independent)",
                                        "environment dynamics and rewards (not protected, paper Sec. 3.1)"])
     ev = release.ledger_event()
     if ev is not None:
@@ -217,7 +228,8 @@ def selective_dpsgd(data, release, learner_cfg: LearnerConfig, cfg: SelectiveCon
     if K:
         ledger.append(LedgerEvent.dpsgd("expert-dpsgd", noise_multiplier=sigma, sample_rate=q, steps=K,
                                         max_grad_norm=cfg.clip, unit="expert", accounting="strict",
+                                        count_scale=count_scale, n_units_noisy=m_noisy,
                                         eps2=eps_strict, eps2_paper=eps_paper, total_steps=cfg.steps, p=cfg.p,
                                         noise=source.kind))
     return TrainResult(net, ledger, n_noisy, n_stable, n_skip, sigma, eps_strict, eps_paper, time.time() - t0,
-                       info=dict(config=asdict(cfg), learner=asdict(learner_cfg), m=m, q=q))
+                       info=dict(config=asdict(cfg), learner=asdict(learner_cfg), m_noisy=m_noisy, q=q))

@@ -65,6 +65,12 @@ APPROX_SAMPLER_CAVEAT = (
 
 
 # ------------------------------------------------------------------------------------------------ δ
+# The δ a release uses when the caller gives none: a public constant. 1/(10m) would print the exact number of
+# experts on the card, and m is private under add/remove one expert (docs/privacy.md); a δ at or above 1/m is still
+# refused, to the operator.
+PUBLIC_DEFAULT_DELTA = 1e-6
+
+
 def default_delta(m: int) -> float:
     """The default total δ of an expert-level release on m experts: 1/(10m), strictly below 1/m.
 

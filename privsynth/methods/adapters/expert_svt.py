@@ -28,7 +28,7 @@ from privsynth.methods.discrete_learners import LearnerConfig
 from privsynth.methods.expert_dpsgd import SelectiveConfig, selective_dpsgd
 from privsynth.methods.expert_envs import ENV_SPECS, ExpertData, LinearExperts, default_env_returns, get_spec
 from privsynth.methods.expert_svt import (DataReleaseConfig, budget_split, check_expert_delta, data_release,
-                                          default_delta, release_order)
+                                          PUBLIC_DEFAULT_DELTA, release_order)
 from privsynth.methods.protocol import MethodAdapter, MethodResult, finish, require_sensitive
 from privsynth.privacy.accounting import check_epsilon
 
@@ -44,12 +44,12 @@ class ExpertSVTMethodConfig:
 
     δ: the paper used δ = 1/m (m = number of experts, the privacy units; 1/3000 in its experiments). privsynth
     requires δ < 1/N for N privacy units (:func:`privsynth.privacy.accounting.check_delta`), since a δ = 1/N guarantee
-    allows publishing one unit's data outright, so ``delta = None`` (the default) means 1/(10m) for the actual m of
-    the run (:func:`~privsynth.methods.expert_svt.default_delta`), and an explicit δ ≥ 1/m is refused
+    allows publishing one unit's data outright, so ``delta = None`` (the default) means the public constant
+    :data:`~privsynth.methods.expert_svt.PUBLIC_DEFAULT_DELTA` (1e-6: 1/(10m) would print m, which is private), and an explicit δ ≥ 1/m is refused
     (PrivacyError) before any data is touched."""
 
     epsilon: float = 10.0
-    delta: float | None = None  # total δ; None: 1/(10m), m = number of experts (must be < 1/m)
+    delta: float | None = None  # total δ; None: 1e-6, a public constant (must be < 1/m)
     split: str = "paper"  # budget split (App. B.3): paper | split | stable | dpsgd
     env: str | None = None  # cartpole | acrobot; None: from info.env_id ("privsynth-<env>")
     n_rounds: int | None = None  # T; None: the paper's T for the nearest listed ε (20 or 25)
@@ -121,13 +121,13 @@ class ExpertSVTMethod(MethodAdapter):
     config_class = ExpertSVTMethodConfig
 
     def run(self, sensitive: OfflineDataset, config: Any = None) -> MethodResult:
-        """As :meth:`MethodAdapter.run`, with ``delta = None`` resolved to 1/(10m) first (m = the number of experts,
+        """As :meth:`MethodAdapter.run`, with ``delta = None`` resolved to the public default δ first (m = the number of experts,
         a public fact read from the experts' query access, not from the data)."""
         cfg = self.config if config is None else config
         if isinstance(cfg, ExpertSVTMethodConfig) and cfg.delta is None:
             require_sensitive(sensitive, self.name)
             check_epsilon(cfg.epsilon, f"{self.name}: epsilon")  # the protocol's order: the budget before the layout
-            cfg = dataclasses.replace(cfg, delta=default_delta(int(_experts(sensitive, cfg).m)))
+            cfg = dataclasses.replace(cfg, delta=PUBLIC_DEFAULT_DELTA)  # a public constant: m is private
         return super().run(sensitive, cfg)
 
     def _run(self, sensitive: OfflineDataset, cfg: ExpertSVTMethodConfig) -> MethodResult:
@@ -136,7 +136,7 @@ class ExpertSVTMethod(MethodAdapter):
             raise InvalidData(f"expert-svt: unknown environment '{env}': set config.env to one of {', '.join(ENV_SPECS)}")
         experts = _experts(sensitive, cfg)
         m = int(experts.m)
-        delta = default_delta(m) if cfg.delta is None else cfg.delta
+        delta = PUBLIC_DEFAULT_DELTA if cfg.delta is None else cfg.delta
         check_expert_delta(delta, m, "expert-svt config.delta")  # before the data is read
         cfg = dataclasses.replace(cfg, delta=delta)  # the card's settings show the δ actually used
         data = expert_view(sensitive, env, m)
