@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from privsynth.errors import InvalidData
+from privsynth.evaluation.bench.gap import gap_table
 from privsynth.evaluation.bench.plan import records_for
 from privsynth.evaluation.bench.suite import Suite
 
@@ -191,13 +192,17 @@ def write_tables(suite: Suite, log: Callable[[str], None] | None = print) -> lis
             remove_stale(name, out_dir, log=log)
             continue
         try:
-            table = summary_table(recs, list(spec.get("rows", [])), list(spec["values"]), spec.get("cols"),
-                                  int(spec.get("digits", 3)), name=name)
+            if spec.get("type") == "gap_closed":  # a transfer suite's gap closed (gap.py, docs/transfer.md)
+                table = gap_table(records_frame(recs), spec)
+            else:
+                table = summary_table(recs, list(spec.get("rows", [])), list(spec["values"]), spec.get("cols"),
+                                      int(spec.get("digits", 3)), name=name)
         except InvalidData as exc:
             remove_stale(name, out_dir, log=log, why="is refused")
             errors.append(str(exc))
             continue
-        pooled = pooled_settings(recs, list(spec.get("rows", [])) + list(spec.get("cols") or []))
+        pooled = [] if spec.get("type") == "gap_closed" else \
+            pooled_settings(recs, list(spec.get("rows", [])) + list(spec.get("cols") or []))
         if pooled and log is not None:
             log(f"table '{name}': a row pools cells that differ in {', '.join(pooled)} (not only in seeds): add them "
                 "to its rows or cols to keep them apart")
