@@ -16,7 +16,7 @@ import numpy as np
 
 from privsynth.errors import InvalidData
 
-__all__ = ["GapClosed", "gap_closed", "gap_table", "GAP_TABLE_KEYS"]
+__all__ = ["GapClosed", "gap_closed", "gap_table", "numeric_epsilon", "GAP_TABLE_KEYS"]
 
 # the keys a `type: gap_closed` table spec takes (name, title, kind, stage, where as any table)
 GAP_TABLE_KEYS = ("value", "by", "resamples", "seed", "level", "min_gap", "digits")
@@ -84,11 +84,26 @@ def _role(row: Mapping[str, Any]) -> tuple[str, Any]:
     if row.get("synthesizer") == "real":
         return "real", None
     eps = row.get("epsilon")
-    if eps == "no DP":
+    if isinstance(eps, str):
+        if eps in ("no DP", "0 (public only)"):
+            return ("nodp" if eps == "no DP" else "public"), None
+        try:
+            eps = float(eps)
+        except ValueError:
+            raise InvalidData(f"gap closed: epsilon '{eps}' is not a number") from None
+    if eps is None or not math.isfinite(float(eps)):  # null (a missing value reads as NaN) or infinite: no DP
         return "nodp", None
-    if eps == "0 (public only)":
-        return "public", None
-    return "dp", eps
+    return ("public", None) if float(eps) == 0 else ("dp", float(eps))
+
+
+def numeric_epsilon(df):
+    """The frame with ε as numbers for the gap table's cells CSV: 0 for the public model alone, empty (null) for no
+    DP and for real data, the number for a DP release (the other tables keep the labels ``eps_label`` gives)."""
+    if "epsilon" not in df.columns:
+        return df
+    eps = [None if role in ("real", "nodp") else (0.0 if role == "public" else e)
+           for role, e in (_role(row) for _, row in df.iterrows())]
+    return df.assign(epsilon=eps)
 
 
 def gap_table(df, spec: Mapping[str, Any]):

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from privsynth.errors import InvalidData
-from privsynth.evaluation.bench.gap import gap_table
+from privsynth.evaluation.bench.gap import gap_table, numeric_epsilon
 from privsynth.evaluation.bench.plan import records_for
 from privsynth.evaluation.bench.suite import Suite
 
@@ -215,7 +215,10 @@ def write_tables(suite: Suite, log: Callable[[str], None] | None = print) -> lis
             f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(f'{title} ({origin})')}"
             f"</title></head>\n<body>\n<h2>{html.escape(title)}</h2>\n<p>{html.escape(origin)}</p>\n{body}\n"
             "</body></html>\n")
-        records_frame(recs).to_csv(out_dir / f"{name}.cells.csv", index=False)
+        cells = records_frame(recs)
+        if spec.get("type") == "gap_closed":  # ε as numbers there: 0 = public model alone, empty = no DP / real
+            cells = numeric_epsilon(cells)
+        cells.to_csv(out_dir / f"{name}.cells.csv", index=False)
         written += [out_dir / f"{name}.md", out_dir / f"{name}.html"]
     if errors:
         raise InvalidData("; ".join(errors))
