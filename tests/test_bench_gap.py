@@ -76,12 +76,13 @@ def test_gap_table_puts_the_rows_side_by_side_per_agent_and_epsilon():
     recs = _records([54.0, 55.0, 53.0], [3.0, 4.0, 3.0], [17.0, 18.0, 19.0], [46.0, 47.0, 48.0], [30.0, 31.0, 29.0])
     recs += _records([20.0, 21.0, 22.0], [4.0, 5.0, 6.0], [9.0, 9.0, 9.0], [10.0, 11.0, 12.0], [5.0, 6.0, 7.0], "td3bc")
     table = gap_table(records_frame(recs), SPEC)
-    assert list(table.columns) == ["agent", "epsilon", "real", "public alone", "no DP", "DP", "gap closed",
-                                   "no-DP gap closed"]
+    assert list(table.columns) == ["agent", "epsilon", "real", "public alone", "no DP", "DP", "real − public",
+                                   "gap closed", "no-DP gap closed"]
     assert [(r.agent, r.epsilon) for r in table.itertuples()] == [("iql", 10.0), ("iql", 1.0), ("td3bc", 10.0),
                                                                   ("td3bc", 1.0)]
     iql10 = table.iloc[0]
     assert iql10["real"] == "54.0 ± 1.0 (n=3)" and iql10["public alone"] == "3.3 ± 0.6 (n=3)"
+    assert iql10["real − public"] == "50.7"
     point = (47.0 - 10.0 / 3) / (54.0 - 10.0 / 3)
     assert iql10["gap closed"].startswith(f"{point:.2f} [") and iql10["gap closed"].endswith("(95%)")
     assert iql10["no-DP gap closed"].startswith(f"{(18.0 - 10.0 / 3) / (54.0 - 10.0 / 3):.2f} [")
@@ -130,8 +131,8 @@ def test_suite_writes_the_gap_table_and_tables_only_rebuilds_it(tmp_path, capsys
     assert main(args) == 0
     md_path = tmp_path / "results" / "gapsuite" / "tables" / "gap.md"
     md = md_path.read_text()
-    assert "| agent | epsilon | real | public alone | no DP | DP | gap closed | no-DP gap closed |" in md
-    assert f"| iql | 10.0 | 54.0 ± 4.0 (n=3) | 4.0 ± 2.0 (n=3) | 21.0 ± 1.4 (n=2) | 44.0 ± 4.0 (n=3) | 0.80 [" in md
+    assert "| agent | epsilon | real | public alone | no DP | DP | real − public | gap closed | no-DP gap closed |" in md
+    assert "| iql | 10.0 | 54.0 ± 4.0 (n=3) | 4.0 ± 2.0 (n=3) | 21.0 ± 1.4 (n=2) | 44.0 ± 4.0 (n=3) | 50.0 | 0.80 [" in md
     assert (md_path.with_suffix(".html")).exists() and (md_path.parent / "gap.cells.csv").exists()
     import pandas as pd
 

@@ -138,11 +138,17 @@ def gap_table(df, spec: Mapping[str, Any]):
         for eps in dp_eps:
             dp = scores.get(("dp", eps), []) if eps is not None else []
             row = {by: group, "epsilon": "–" if eps is None else eps, "real": _stats(real, digits),
-                   "public alone": _stats(public, digits), "no DP": _stats(nodp, digits), "DP": _stats(dp, digits)}
+                   "public alone": _stats(public, digits), "no DP": _stats(nodp, digits), "DP": _stats(dp, digits),
+                   "real − public": _gap(real, public, digits)}
             for label, release in (("gap closed", dp), ("no-DP gap closed", nodp)):
                 row[label] = _quoted(real, public, release, opts, pct)
             out.append(row)
     return pd.DataFrame(out)
+
+
+def _gap(real: list[float], public: list[float], digits: int) -> str:
+    r, p = ([float(v) for v in x if v is not None and math.isfinite(float(v))] for x in (real, public))
+    return f"{np.mean(r) - np.mean(p):.{digits}f}" if r and p else "–"
 
 
 def _quoted(real: list[float], public: list[float], release: list[float], opts: dict[str, Any], pct: str) -> str:
