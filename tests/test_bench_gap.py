@@ -91,6 +91,15 @@ def test_gap_table_puts_the_rows_side_by_side_per_agent_and_epsilon():
     assert all(v.startswith("non-discriminating") for v in td3["no-DP gap closed"])
 
 
+def test_cells_csv_frame_has_numeric_epsilon_even_with_only_real_cells():
+    from privsynth.evaluation.bench.gap import numeric_epsilon
+
+    only_real = numeric_epsilon(records_frame(_records([54.0, 55.0], [], [], [], [])))
+    assert "epsilon" in only_real.columns and only_real["epsilon"].isna().all()
+    mixed = numeric_epsilon(records_frame(_records([54.0], [3.0], [17.0], [46.0], [30.0])))
+    assert [None if e is None or e != e else e for e in mixed["epsilon"]] == [None, 0.0, None, 10.0, 1.0]
+
+
 def test_gap_table_with_rows_missing_says_so_rather_than_failing():
     recs = _records([54.0, 55.0], [3.0, 4.0], [], [], [])
     table = gap_table(records_frame(recs), SPEC)

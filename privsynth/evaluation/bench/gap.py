@@ -98,9 +98,8 @@ def _role(row: Mapping[str, Any]) -> tuple[str, Any]:
 
 def numeric_epsilon(df):
     """The frame with ε as numbers for the gap table's cells CSV: 0 for the public model alone, empty (null) for no
-    DP and for real data, the number for a DP release (the other tables keep the labels ``eps_label`` gives)."""
-    if "epsilon" not in df.columns:
-        return df
+    DP and for real data, the number for a DP release (the other tables keep the labels ``eps_label`` gives); the
+    column is there even when no cell has an ε yet (only real-data cells finished)."""
     eps = [None if role in ("real", "nodp") else (0.0 if role == "public" else e)
            for role, e in (_role(row) for _, row in df.iterrows())]
     return df.assign(epsilon=eps)
