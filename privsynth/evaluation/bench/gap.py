@@ -132,7 +132,7 @@ def gap_table(df, spec: Mapping[str, Any]):
         scores: dict[tuple[str, Any], list[float]] = {}
         for _, row in g.iterrows():
             scores.setdefault(_role(row), []).append(pd.to_numeric(row[value], errors="coerce"))
-        real, public, nodp = scores.get(("real", None), []), scores.get(("public", None), []), scores.get(("nodp", None), [])
+        real, public, nodp = (scores.get((role, None), []) for role in ("real", "public", "nodp"))
         dp_eps = sorted((k[1] for k in scores if k[0] == "dp"), key=lambda e: -float(e)) or [None]
         for eps in dp_eps:
             dp = scores.get(("dp", eps), []) if eps is not None else []
