@@ -1,5 +1,6 @@
 """A suite's datasets: the registered sources (random, pointmaze, locomotion, locomotion_projected, minari),
-splits of another dataset, and the ``.npz`` cache under ``<results>/<suite>/data`` they are prepared into once, before the stages run."""
+splits of another dataset, and the ``.npz`` cache under ``<results>/<suite>/data`` they are prepared into once,
+before the stages run."""
 from __future__ import annotations
 
 import hashlib
