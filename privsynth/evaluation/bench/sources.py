@@ -1,5 +1,6 @@
-"""A suite's datasets: the registered sources (random, pointmaze, locomotion, minari), splits of another dataset,
-and the ``.npz`` cache under ``<results>/<suite>/data`` they are prepared into once, before the stages run."""
+"""A suite's datasets: the registered sources (random, pointmaze, locomotion, locomotion_projected, minari),
+splits of another dataset, and the ``.npz`` cache under ``<results>/<suite>/data`` they are prepared into once,
+before the stages run."""
 from __future__ import annotations
 
 import hashlib
@@ -59,6 +60,44 @@ def locomotion_dataset(**spec) -> OfflineDataset:
     return generate_locomotion(LocomotionConfig(**spec), progress=False)
 
 
+# One body's rows in the observation / action layout of a body that is a part of it (same joints, same order of
+# roles). Walker2d-v5 observes qpos[1:] = (z, pitch, thigh, leg, foot, thigh_l, leg_l, foot_l) | qvel = (vx, vz,
+# pitch rate, thigh, leg, foot, thigh_l, leg_l, foot_l) and acts on (thigh, leg, foot, thigh_l, leg_l, foot_l);
+# Hopper-v5 is its right leg: (z, pitch, thigh, leg, foot) | (vx, vz, pitch rate, thigh, leg, foot), (thigh, leg,
+# foot). Rewards and ends of episodes stay the source body's (the same forward + healthy - control form).
+PROJECTIONS: dict[tuple[str, str], dict[str, Any]] = {
+    ("walker2d", "hopper"): {"env_id": "Hopper-v5", "obs": (0, 1, 2, 3, 4, 8, 9, 10, 11, 12, 13), "act": (0, 1, 2)},
+}
+
+
+def project_dataset(ds: OfflineDataset, source_env: str, onto: str) -> OfflineDataset:
+    """``ds`` (rows of ``source_env``) in the layout of ``onto`` (:data:`PROJECTIONS`); its info names both bodies."""
+    key = (str(source_env).lower(), str(onto).lower())
+    if key not in PROJECTIONS:
+        known = ", ".join(f"{a} onto {b}" for a, b in PROJECTIONS)
+        raise InvalidData(f"no projection of {key[0]} onto {key[1]}; known: {known}")
+    proj = PROJECTIONS[key]
+    obs, act = list(proj["obs"]), list(proj["act"])
+    if ds.observations.shape[1] <= max(obs) or ds.actions.shape[1] <= max(act):
+        raise InvalidData(f"dataset '{ds.info.name}' has {ds.observations.shape[1]} / {ds.actions.shape[1]} "
+                          f"observation / action dims, too few for the {key[0]} layout")
+    info = DatasetInfo.from_dict(ds.info.to_dict())
+    info.extra = {**info.extra, "projected_from": ds.info.env_id, "projection": {"obs": obs, "act": act}}
+    info.env_id = proj["env_id"]
+    info.action_low = None if ds.info.action_low is None else [ds.info.action_low[i] for i in act]
+    info.action_high = None if ds.info.action_high is None else [ds.info.action_high[i] for i in act]
+    return OfflineDataset(observations=ds.observations[:, obs], actions=ds.actions[:, act], rewards=ds.rewards,
+                          next_observations=ds.next_observations[:, obs], terminals=ds.terminals,
+                          timeouts=ds.timeouts, episode_ids=ds.episode_ids, info=info)
+
+
+@register_dataset_source("locomotion_projected")
+def projected_locomotion_dataset(onto: str, **spec) -> OfflineDataset:
+    """A ``locomotion`` dataset of one body projected onto another's layout (``onto``, :data:`PROJECTIONS`), e.g.
+    Walker2d's right leg as Hopper data: ``{source: locomotion_projected, env: walker2d, onto: hopper, ...}``."""
+    return project_dataset(locomotion_dataset(**spec), spec.get("env", ""), onto)
+
+
 @register_dataset_source("minari")
 def minari_dataset(dataset_id: str, **_) -> OfflineDataset:
     """A Minari dataset by id, from the local store."""
@@ -80,10 +119,11 @@ def source_keys(source: str) -> set[str] | None:
         from privsynth.data.pointmaze import PointMazeConfig  # data helper
 
         return _COMMON_KEYS | {f.name for f in dataclasses.fields(PointMazeConfig)}
-    if source == "locomotion":
+    if source in ("locomotion", "locomotion_projected"):
         from privsynth.data.locomotion.generate import LocomotionConfig  # data helper
 
-        return _COMMON_KEYS | {f.name for f in dataclasses.fields(LocomotionConfig)}
+        extra = {"onto"} if source == "locomotion_projected" else set()
+        return _COMMON_KEYS | extra | {f.name for f in dataclasses.fields(LocomotionConfig)}
     fn = {"random": random_dataset, "minari": minari_dataset}.get(source)
     if fn is None:
         return None

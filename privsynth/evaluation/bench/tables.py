@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from privsynth.errors import InvalidData
+from privsynth.evaluation.bench.gap import gap_table, numeric_epsilon
 from privsynth.evaluation.bench.plan import records_for
 from privsynth.evaluation.bench.records import HOLDER_ONLY
 from privsynth.evaluation.bench.suite import Suite
@@ -194,13 +195,17 @@ def write_tables(suite: Suite, log: Callable[[str], None] | None = print) -> lis
             remove_stale(name, out_dir, log=log)
             continue
         try:
-            table = summary_table(recs, list(spec.get("rows", [])), list(spec["values"]), spec.get("cols"),
-                                  int(spec.get("digits", 3)), name=name)
+            if spec.get("type") == "gap_closed":  # a transfer suite's gap closed (gap.py, docs/transfer.md)
+                table = gap_table(records_frame(recs), spec)
+            else:
+                table = summary_table(recs, list(spec.get("rows", [])), list(spec["values"]), spec.get("cols"),
+                                      int(spec.get("digits", 3)), name=name)
         except InvalidData as exc:
             remove_stale(name, out_dir, log=log, why="is refused")
             errors.append(str(exc))
             continue
-        pooled = pooled_settings(recs, list(spec.get("rows", [])) + list(spec.get("cols") or []))
+        pooled = [] if spec.get("type") == "gap_closed" else \
+            pooled_settings(recs, list(spec.get("rows", [])) + list(spec.get("cols") or []))
         if pooled and log is not None:
             log(f"table '{name}': a row pools cells that differ in {', '.join(pooled)} (not only in seeds): add them "
                 "to its rows or cols to keep them apart")
@@ -213,7 +218,10 @@ def write_tables(suite: Suite, log: Callable[[str], None] | None = print) -> lis
             f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(f'{title} ({origin})')}"
             f"</title></head>\n<body>\n<h2>{html.escape(title)}</h2>\n<p>{html.escape(origin)}</p>\n{body}\n"
             "</body></html>\n")
-        records_frame(recs).to_csv(out_dir / f"{name}.cells.csv", index=False)
+        cells = records_frame(recs)
+        if spec.get("type") == "gap_closed":  # ε as numbers there: 0 = public model alone, empty = no DP / real
+            cells = numeric_epsilon(cells)
+        cells.to_csv(out_dir / f"{name}.cells.csv", index=False)
         written += [out_dir / f"{name}.md", out_dir / f"{name}.html"]
     if errors:
         raise InvalidData("; ".join(errors))
