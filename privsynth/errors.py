@@ -26,6 +26,11 @@ class PrivacyError(PrivsynthError):
     """An invalid privacy request (ε ≤ 0, δ ≥ 1/N, ...)."""
 
 
+class InvalidUnit(PrivacyError, InvalidData):
+    """An unknown privacy unit: one error wherever a unit is read (privsynth.data.units.check_unit), a bad privacy
+    request and bad input at once, so callers catching either see it."""
+
+
 class BudgetExceeded(PrivacyError):
     """The release guard refused an artifact whose ε exceeds the caller's budget."""
 

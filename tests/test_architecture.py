@@ -11,6 +11,7 @@ import-time cycle moved into a function. Known design circles in code owned by o
 from __future__ import annotations
 
 import ast
+import re
 import functools
 from pathlib import Path
 
@@ -265,3 +266,22 @@ def test_allowed_long_modules_are_still_long_and_unexplained():
                 LONG_REASON in (ast.get_docstring(ast.parse(path.read_text())) or ""):
             stale.add(name)
     assert not stale, f"remove from ALLOWED_LONG: {sorted(stale)}"
+
+
+# ------------------------------------------------------------------------------------ one privacy vocabulary
+_UNIT_LITERALS = re.compile(r"""[\(\[]\s*["']transition["']\s*,\s*["']trajectory["']\s*[\)\]]"""
+                            r"""|if unit == ["']transition["'] else|SPLIT_UNITS\b(?!\s*=)""")
+
+
+def test_privacy_units_have_one_vocabulary():
+    """issue 38: units are named, checked and counted through privsynth.data.units (Unit, DATA_UNITS, check_unit,
+    count_units) and requests are privsynth.privacy.budget.Budget; no module spells its own tuple of unit names or
+    its own 'transitions if unit == ... else episodes' count."""
+    offenders = []
+    for name, path in all_modules().items():
+        if name in ("privsynth.data.units", "privsynth.data.split"):
+            continue
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if _UNIT_LITERALS.search(line):
+                offenders.append(f"{name}:{i}: {line.strip()[:90]}")
+    assert not offenders, "spell units through privsynth.data.units:\n" + "\n".join(offenders)

@@ -123,7 +123,7 @@ def test_overwrite(capsys):
     (("datasets", "split", "src", "--members", "src", "--non-members", "non", "--overwrite"),
      "is the dataset being split"),
     (("datasets", "split", "src", "--members", "mem", "--non-members", "non", "--by", "user"),
-     "split unit must be 'episode' or 'transition'"),
+     "unknown split unit 'user': choose 'transition' or 'trajectory'"),  # one unit vocabulary (issue 38)
     (("datasets", "split", "src", "--members", "mem"), "--members OUT_ID and --non-members OUT_ID are required"),
     (("datasets", "split"), "a dataset id is required"),
 ])

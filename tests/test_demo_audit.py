@@ -188,9 +188,11 @@ def test_demo_verdict_and_its_cli_rerun(tmp_path, monkeypatch):
     sensitive = minari_io.load_dataset("privsynth/demo-sensitive-umaze-dense-v0")
     assert sorted(keys(members) + keys(non_members)) == sorted(keys(sensitive))
     assert not set(keys(members)) & set(keys(non_members))
-    # DP-SGD counted exactly the member transitions; δ stays below 1/N
+    # DP-SGD counted the member transitions with DP (a Laplace count, issue 36: N is private); δ stays below 1/N
     event = report["privacy_card"]["events"][0]
-    assert event["n_units"] == members.n_transitions and report["privacy_card"]["delta"] < 1 / members.n_transitions
+    assert event["mechanism"] == "laplace" and "n_units" not in event
+    assert abs(event["n_units_noisy"] - members.n_transitions) < 60 * event["scale"]  # P(miss) = e^-60
+    assert report["privacy_card"]["delta"] < 1 / members.n_transitions
     # the report's command, as printed, gives the demo's verdict line
     command = report["audit_command"]
     assert f"`{command}`" in (out / "report.md").read_text()

@@ -12,6 +12,7 @@ import json
 import os
 from pathlib import Path
 
+from privsynth.data.units import DATA_UNITS
 from privsynth.commands._types import refuse_existing
 from privsynth.errors import InvalidData
 
@@ -51,7 +52,7 @@ def register(subparsers) -> None:
                    help="white-box: comma list of loss, pia, score_norm, loss_ref (default loss,pia[,loss_ref])")
     p.add_argument("--data-attacks", default=None,
                    help="data-only: comma list of dcr, dcr_ref, domias (default dcr[,dcr_ref,domias with --reference])")
-    p.add_argument("--unit", choices=["transition", "trajectory"], default="transition", help="what one member is")
+    p.add_argument("--unit", choices=DATA_UNITS, default="transition", help="what one member is")
     p.add_argument("--sigma", type=float, default=0.1, help="noise level of the loss attack (PrivORL: 0.1)")
     p.add_argument("--repeats", type=int, default=64, help="noise draws averaged by the loss attack (PrivORL: 64)")
     p.add_argument("--max-units", type=int, default=1000, help="members and non-members scored, each (PrivORL: 1000)")

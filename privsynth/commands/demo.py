@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from privsynth.data.units import DATA_UNITS
 from privsynth.commands._types import positive_int, require_counts
 from privsynth.errors import InvalidData
 
@@ -21,7 +22,7 @@ def register(subparsers) -> None:
     p.add_argument("--out", default=d.out, help="output folder (default: %(default)s)")
     p.add_argument("--epsilon", type=float, default=d.epsilon, help="privacy budget ε (default: %(default)s)")
     p.add_argument("--delta", type=float, default=d.delta, help="δ (default: %(default)s)")
-    p.add_argument("--unit", choices=["transition", "trajectory"], default=d.unit,
+    p.add_argument("--unit", choices=DATA_UNITS, default=d.unit,
                    help="privacy unit; the sensitive set is split into members and non-members at this unit (by "
                    "transition, or by episode for trajectory), so the audit can test the card's ε (default: "
                    "%(default)s)")

@@ -11,6 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
+from privsynth.data.units import DATA_UNITS
 from privsynth.commands._types import refuse_existing
 from privsynth.errors import InvalidData
 
@@ -70,7 +71,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 def _add_dp(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epsilon", type=float, required=True, help="target epsilon of the DP fine-tuning")
     p.add_argument("--delta", type=float, default=1e-5, help="target delta (must be below 1/N)")
-    p.add_argument("--unit", choices=("transition", "trajectory"), default=None,
+    p.add_argument("--unit", choices=DATA_UNITS, default=None,
                    help="privacy unit (None: transition; trajectory for the trajectory synthesizers)")
     p.add_argument("--accountant", choices=("rdp", "prv", "pld"), default=None,
                    help="privacy accountant (None: the preset's)")

@@ -19,29 +19,26 @@ from typing import Any
 import numpy as np
 
 from privsynth.data.dataset import ARRAY_FIELDS, DatasetInfo, OfflineDataset
+from privsynth.data.units import check_unit
 from privsynth.errors import InvalidData, PrivsynthError
 
 __all__ = ["SPLIT_UNITS", "split_for_unit", "check_split", "split_dataset", "split_transitions", "named_part", "write_split"]
 
-SPLIT_UNITS = ("episode", "transition")
+SPLIT_UNITS = ("episode", "transition")  # how a split record names its layout: 'episode' = unit 'trajectory'
 
 
 def split_for_unit(unit: str) -> str:
     """The split an audit at privacy unit ``unit`` needs: ``'transition'`` for one transition, ``'episode'`` for one
     trajectory (each unit's membership must be its own random draw; a split by episode gives every transition of an
     episode the same one, a split by transition leaves episodes partly member)."""
-    units = {"transition": "transition", "trajectory": "episode"}
-    if unit not in units:
-        raise InvalidData(f"unknown privacy unit '{unit}': use 'transition' or 'trajectory'")
-    return units[unit]
+    return "transition" if check_unit(unit) == "transition" else "episode"
 
 
 def check_split(fraction: float, by: str) -> None:
     """One-line errors for a fraction outside (0, 1) (NaN included) and an unknown unit."""
     if not 0.0 < fraction < 1.0:
         raise InvalidData(f"split fraction must be in (0, 1), got {fraction:g}")
-    if by not in SPLIT_UNITS:
-        raise InvalidData(f"split unit must be 'episode' or 'transition', got '{by}'")
+    check_unit(by, what="split unit", aliases=True)  # 'trajectory' or 'transition' ('episode': trajectory)
 
 
 def split_dataset(ds: OfflineDataset, fraction: float, *, by: str = "episode",
@@ -49,7 +46,7 @@ def split_dataset(ds: OfflineDataset, fraction: float, *, by: str = "episode",
     """(members, non-members): a random ``fraction`` of the episodes (:meth:`OfflineDataset.split_episodes`) or of
     the transitions (:func:`split_transitions`: rows keep their episode ids, so episodes become gappy)."""
     check_split(fraction, by)
-    if by == "episode":
+    if by in ("episode", "trajectory"):
         return ds.split_episodes(fraction, seed=seed)
     if ds.n_transitions < 2:
         raise InvalidData(f"dataset '{ds.info.name}' has {ds.n_transitions} transition(s); a split needs at least 2")

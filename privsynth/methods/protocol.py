@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from privsynth.data.units import DATA_UNITS, count_units
 from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import BudgetExceeded, InvalidData, PrivacyError
 from privsynth.privacy.guard import check_budget
@@ -103,7 +104,7 @@ def require_sensitive(sensitive: Any, method: str) -> OfflineDataset:
 def check_delta_for_unit(delta: float, sensitive: OfflineDataset, method: str, unit: str | None) -> None:
     """δ below 1/N for the N privacy units of the method's registered unit (trajectories or transitions; an
     expert-level method checks its number of experts itself): δ ≥ 1/N allows publishing one unit's data."""
-    n = sensitive.n_episodes if unit == "trajectory" else len(sensitive) if unit == "transition" else None
+    n = count_units(sensitive, unit) if unit in DATA_UNITS else None
     if n and delta >= 1.0 / n:
         raise PrivacyError(f"{method}: delta must be below 1/N = {1.0 / n:.3g} for the N = {n} privacy units "
                            f"({unit}s) of '{sensitive.info.name}', got {delta:g}")

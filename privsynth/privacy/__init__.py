@@ -10,6 +10,7 @@ from privsynth.privacy.accounting import (
     laplace_scale,
     zcdp_epsilon,
 )
+from privsynth.privacy.budget import Budget
 from privsynth.privacy.audit import AuditResult, audit_dp_train, audit_scores, epsilon_lower_bound
 from privsynth.privacy.dp_stats import dp_normalizer, dp_normalizer_from_dataset, dp_normalizer_stats
 from privsynth.privacy.dpsgd import DPSGDConfig, DPTrainResult, dp_train
@@ -17,6 +18,7 @@ from privsynth.privacy.guard import check_budget, guarded_write
 from privsynth.privacy.ledger import Ledger, LedgerEvent
 
 __all__ = [
+    "Budget",
     "AuditResult",
     "audit_dp_train",
     "audit_scores",

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from privsynth.data.units import DATA_UNITS, check_unit
 from privsynth.data.normalize import Normalizer
 from privsynth.errors import InvalidData, PrivacyError
 from privsynth.privacy import accounting as acc
@@ -63,8 +64,7 @@ def dp_normalizer_stats(
     if not (np.isfinite(lo).all() and np.isfinite(hi).all() and (hi > lo).all()):
         raise InvalidData("clipping bounds must be finite with high > low in every column")
     acc.check_epsilon(epsilon)
-    if unit not in UNITS:
-        raise PrivacyError(f"unknown privacy unit '{unit}': choose transition or trajectory")
+    check_unit(unit, DATA_UNITS)
 
     keep = np.ones(d, dtype=bool)
     for j in skip or ():

@@ -46,6 +46,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from privsynth.data.units import ALL_UNITS, check_unit
 from privsynth.errors import InvalidData, PrivacyError
 from privsynth.privacy import accounting as acc
 from privsynth.privacy import distributed as dist_dp
@@ -85,8 +86,7 @@ class DPSGDConfig:
         acc.check_epsilon(self.target_epsilon, "target epsilon")
         acc.check_delta(self.delta)
         acc.check_accountant(self.accountant)
-        if self.unit not in UNITS:
-            raise PrivacyError(f"unknown privacy unit '{self.unit}': choose transition or trajectory")
+        check_unit(self.unit, ALL_UNITS)
         if self.grad_sample_mode not in GRAD_SAMPLE_MODES:
             raise PrivacyError(f"unknown grad_sample_mode '{self.grad_sample_mode}': choose {', '.join(GRAD_SAMPLE_MODES)}")
         if not (self.epochs > 0 and self.batch_size >= 1 and self.max_grad_norm > 0):

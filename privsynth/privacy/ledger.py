@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from privsynth.data.units import ALL_UNITS, check_unit
 from privsynth.errors import InvalidData, PrivacyError
 from privsynth.privacy import accounting as acc
 from privsynth.privacy.events import (  # events live in their own module; re-exported here, where callers look
@@ -55,8 +56,7 @@ class Ledger:
     notes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if self.unit not in UNITS:
-            raise PrivacyError(f"unknown privacy unit '{self.unit}': choose transition or trajectory")
+        check_unit(self.unit, ALL_UNITS)
         acc.check_accountant(self.accountant)
         acc.check_delta(self.delta)
         if self.neighbouring is None:

@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 
 from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData, PrivacyError
+from privsynth.privacy.budget import Budget, as_budget
 from privsynth.release.checks import (
     as_dataset,
     check_model_fits,
@@ -48,8 +49,9 @@ class SynthesisResult:
 def synthesize(
     sensitive: OfflineDataset | str,
     *,
-    epsilon: float,
-    delta: float,
+    budget: Budget | None = None,
+    epsilon: float | None = None,
+    delta: float | None = None,
     public: Sequence[OfflineDataset | str] | OfflineDataset | str | None = None,
     unit: Unit | None = None,
     n: int = 100_000,
@@ -73,6 +75,8 @@ def synthesize(
     * ``synth``: a name from :func:`privsynth.synth.registry.names` (default ``privorl-n``); ``preset`` picks its
       preset (``cpu``, ``paper``, ``tiny``; privorl-n defaults to ``demo`` when neither preset nor config is given)
       and ``config`` passes a config object of that synthesizer. The options below marked PrivORL-n exist for it only.
+    * ``budget``: the privacy request, a :class:`privsynth.privacy.Budget` (ε, δ, unit), or its three parts as
+      ``epsilon``, ``delta``, ``unit``; built and validated once here.
     * ``unit``: the privacy unit; default the synthesizer's first (``transition`` for privorl-n and the baselines,
       ``trajectory`` for the trajectory synthesizers), as ``privsynth synthesize`` infers it.
 
@@ -92,10 +96,14 @@ def synthesize(
       (:func:`privsynth.release.postprocess.topped_up`; free under DP too); ``topup=False`` keeps what is left.
     """
     from privsynth.data.minari_io import check_env_spaces
-    from privsynth.privacy.accounting import check_delta, check_epsilon
 
     t_all = time.perf_counter()
-    check_epsilon(epsilon)  # fail before any work: bad budgets, names and sizes are one-line errors
+    from privsynth.synth import registry
+
+    # fail before any work: bad budgets, names and sizes are one-line errors; the request is built once, here
+    budget = as_budget(budget, epsilon=epsilon, delta=delta, unit=unit,
+                       default_unit=registry.entry(synth).units[0])  # an unknown name fails here, before any data
+    epsilon, delta, unit = budget.epsilon, budget.delta, budget.unit
     if postprocess:
         from privsynth.release.postprocess import step_options
 
@@ -108,9 +116,6 @@ def synthesize(
         sensitive_id=sensitive if isinstance(sensitive, str) else None,
         public_ids=[p for p in public_list if isinstance(p, str)],
     )
-    from privsynth.synth import registry
-
-    unit = unit or registry.entry(synth).units[0]  # an unknown name fails here, before any data is read
     registry.check_unit(synth, unit)
     if synth != "privorl-n":
         return _synthesize_registered(
@@ -130,7 +135,7 @@ def synthesize(
     if wd is not None:
         check_resume_files([done_fine, done_pre, wd / "pretrain-checkpoint.pt"], overwrite=overwrite)
     sens = as_dataset(sensitive).mark_sensitive(True)
-    check_delta(delta, sens.n_transitions if unit == "transition" else sens.n_episodes)
+    budget.check_dataset(sens)
     check_env_spaces(sens.info, sens.obs_dim, sens.act_dim)  # the release will carry this environment
     _check_postprocess(sens.info, postprocess)
     pubs = [as_dataset(p) for p in public_list]
@@ -254,7 +259,6 @@ def _synthesize_registered(
     topup: bool = True,
 ) -> SynthesisResult:
     """make -> fit -> sample -> guarded release for a registered synthesizer other than PrivORL-n."""
-    from privsynth.privacy.accounting import check_delta
     from privsynth.synth import registry
 
     given = [k for k, v in unsupported.items() if v]
@@ -264,7 +268,7 @@ def _synthesize_registered(
         raise InvalidData(f"{name} needs public data (pre-training, bins, normaliser): pass public datasets")
     synth = registry.make(name, preset=preset or "cpu", config=config)  # bad presets/settings: before the data
     sens = as_dataset(sensitive).mark_sensitive(True)
-    check_delta(delta, sens.n_transitions if unit == "transition" else sens.n_episodes)
+    Budget(epsilon, delta, unit).check_dataset(sens)
     from privsynth.data.minari_io import check_env_spaces
 
     check_env_spaces(sens.info, sens.obs_dim, sens.act_dim)

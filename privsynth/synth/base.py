@@ -20,7 +20,7 @@ from privsynth.synth.checkpoint import atomic_torch_save
 
 __all__ = ["Synthesizer", "NetworkSynthesizer", "Unit", "check_weights_fit"]
 
-Unit = Literal["transition", "trajectory"]
+from privsynth.data.units import DataUnit as Unit  # noqa: E402  (the one vocabulary, re-exported for callers)
 _LAYER_COUNTS = ("depth", "generator_layers", "discriminator_layers")  # settings that count layers (Python objects)
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from privsynth import config_io
+from privsynth.data.units import DataUnit
 from privsynth.config_io import config_to_dict
 
 __all__ = [
@@ -90,7 +91,7 @@ class DPConfig:
 
     epsilon: float = 10.0
     delta: float = 1e-5
-    unit: Literal["transition", "trajectory"] = "transition"
+    unit: DataUnit = "transition"
     max_grad_norm: float = 1.0  # Opacus default, PrivORL appendix F-A
     accountant: Literal["rdp", "prv", "pld"] = "rdp"  # the paper reports RDP
     grad_sample_mode: str = "auto"  # privacy core: book-keeping clipping for Linear/LayerNorm nets, else Opacus ghost

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from privsynth.data.dataset import OfflineDataset
+from privsynth.data.units import DATA_UNITS
 from privsynth.errors import InvalidData, PrivacyError, PrivsynthError, naming_file
 from privsynth.config_io import override
 from privsynth.synth.base import Synthesizer
@@ -152,7 +153,7 @@ def _build_baseline(name: str) -> Callable[[str, Any, dict[str, Any]], Synthesiz
 REGISTRY: dict[str, Entry] = {
     e.name: e
     for e in (
-        Entry("privorl-n", "EDM diffusion with a residual MLP over transitions (PrivORL-n)", ("transition", "trajectory"),
+        Entry("privorl-n", "EDM diffusion with a residual MLP over transitions (PrivORL-n)", DATA_UNITS,
               _build_transition, formats=(TRANSITION_FORMAT,), loader=_load_transition),
         # the three trajectory synthesizers share one checkpoint format; the config's backbone names which one it is
         Entry("privorl-j", "diffusion transformer over trajectory fragments, stitched (PrivORL-j)", ("trajectory",),
@@ -182,7 +183,7 @@ def register(new: Entry, *, replace: bool = False) -> Entry:
         raise TypeError(f"register takes an Entry, got {type(new).__name__}")
     if new.name in REGISTRY and not replace:
         raise InvalidData(f"a synthesizer named '{new.name}' is already registered (pass replace=True to swap it)")
-    if not new.units or any(u not in ("transition", "trajectory") for u in new.units):
+    if not new.units or any(u not in DATA_UNITS for u in new.units):
         raise InvalidData(f"{new.name}: units must be 'transition' and/or 'trajectory', got {new.units!r}")
     if bool(new.formats) != (new.loader is not None):
         raise InvalidData(f"{new.name}: give both formats and a loader (load reads checkpoints by their tag), or neither")
@@ -314,8 +315,9 @@ def fit(
     sensitive: OfflineDataset,
     *,
     public: OfflineDataset | Sequence[OfflineDataset] | None = None,
-    epsilon: float,
-    delta: float,
+    budget: Any = None,
+    epsilon: float | None = None,
+    delta: float | None = None,
     unit: str | None = None,
     progress: bool = False,
 ) -> Synthesizer:
@@ -326,10 +328,12 @@ def fit(
     Checked before any training: the unit, ε and δ (δ < 1/N at the unit), datasets rather than ids, and public data
     that is not the sensitive data (marked sensitive, other spaces, or sharing any transition with it: pre-training
     reads public data unaccounted). ``sensitive`` is marked sensitive."""
-    from privsynth.privacy.accounting import check_delta, check_epsilon
+    from privsynth.privacy.budget import as_budget
 
     name = name_of(synth)
-    unit = unit or entry(name).units[0]
+    # the request, built and validated once (a Budget, or its three parts); the unit defaults to the synthesizer's
+    budget = as_budget(budget, epsilon=epsilon, delta=delta, unit=unit, default_unit=entry(name).units[0])
+    epsilon, delta, unit = budget.epsilon, budget.delta, budget.unit
     check_unit(name, unit)
     if not isinstance(sensitive, OfflineDataset):
         raise InvalidData(f"sensitive must be an OfflineDataset, not {type(sensitive).__name__} (load a stored id "
@@ -340,8 +344,7 @@ def fit(
         raise PrivacyError(f"{name} has already been fitted on sensitive data (its ledger spends epsilon "
                            f"{spent.epsilon():.4g}); a second fit would compose with it past the epsilon asked: make a "
                            "new synthesizer")
-    check_epsilon(epsilon)
-    check_delta(delta, sensitive.n_transitions if unit == "transition" else sensitive.n_episodes)
+    budget.check_dataset(sensitive)
     if public is not None:
         pubs = [public] if isinstance(public, OfflineDataset) else public
         if not isinstance(pubs, (list, tuple)) or not all(isinstance(p, OfflineDataset) for p in pubs):

@@ -44,6 +44,7 @@ from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.data.normalize import Normalizer, refuse_sensitive
 from privsynth.errors import InvalidData, PrivacyError, SpaceMismatch
 from privsynth.synth.checkpoint import read_checkpoint
+from privsynth.data.units import check_unit
 from privsynth.synth.base import NetworkSynthesizer, Unit
 from privsynth.synth.config import (
     TrainConfig,
@@ -319,13 +320,11 @@ class TransitionSynthesizer(NetworkSynthesizer):
         ``config.private=False`` (the no-privacy ablation) nothing is accounted and the result can never be released
         as DP.
         """
-        if unit not in ("transition", "trajectory"):
-            raise PrivacyError(f"unknown privacy unit '{unit}': choose 'transition' or 'trajectory'")
+        unit = check_unit(unit)
         if self.config.private:
-            from privsynth.privacy.accounting import check_delta, check_epsilon
+            from privsynth.privacy.budget import Budget
 
-            check_epsilon(epsilon)
-            check_delta(delta, sensitive.n_transitions if unit == "transition" else sensitive.n_episodes)
+            Budget(epsilon, delta, unit).check_dataset(sensitive)
         self._check_can_finetune(sensitive)
         self._check_next_state()
         if self.config.private:

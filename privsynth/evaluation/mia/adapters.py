@@ -17,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
+from privsynth.data.units import DATA_UNITS, check_unit
 from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData
 from privsynth.evaluation.mia.adapter_base import DiffusionAdapter
@@ -220,8 +221,7 @@ def _register_builtin() -> None:
 def as_adapter(model: Any, unit: str = "transition") -> DiffusionAdapter:
     """An adapter for ``model`` at the given privacy unit: an adapter is returned as is (wrapped per trajectory when
     asked), a registered synthesizer class gets its adapter, anything else exposing the EDM surface the EDM adapter."""
-    if unit not in ("transition", "trajectory"):
-        raise InvalidData(f"unknown privacy unit '{unit}': use 'transition' or 'trajectory'")
+    check_unit(unit, DATA_UNITS)
     if isinstance(model, DiffusionAdapter):
         if unit == "trajectory" and model.unit != "trajectory":
             return TrajectoryAdapter(model)

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from privsynth.data.units import DATA_UNITS, check_unit
 from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData
 from privsynth.evaluation.mia.adapters import DiffusionAdapter, as_adapter
@@ -141,8 +142,7 @@ def run_data_audit(
     scored by its own label); ``unit='trajectory'`` scores whole episodes. ``test`` adds each attack's one-run ε lower
     bound against the claim (:mod:`.epsilon`).
     """
-    if unit not in ("transition", "trajectory"):
-        raise InvalidData(f"unknown privacy unit '{unit}': use 'transition' or 'trajectory'")
+    check_unit(unit, DATA_UNITS)
     if unit == "trajectory" and not (isinstance(members, OfflineDataset) and isinstance(non_members, OfflineDataset)):
         raise InvalidData("trajectory-level audits need OfflineDatasets (episode ids), not bare matrices")
     if attacks is None:

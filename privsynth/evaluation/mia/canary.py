@@ -35,6 +35,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from privsynth.data.units import DATA_UNITS, check_unit
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.errors import InvalidData
 from privsynth.evaluation.mia.epsilon import needed_text
@@ -157,8 +158,7 @@ def run_canary_audit(
     from privsynth.synth.config import cpu_config, demo_config
     from privsynth.synth.pretrained import resolve_pretrained
 
-    if cfg.unit not in ("transition", "trajectory"):
-        raise InvalidData(f"unknown privacy unit '{cfg.unit}': use 'transition' or 'trajectory'")
+    check_unit(cfg.unit, DATA_UNITS)
     if cfg.unit == "transition" and cfg.canary_length != 1:
         raise InvalidData("a transition-level release protects one transition: use --canary-length 1 "
                           "(or --unit trajectory for whole-trajectory canaries)")

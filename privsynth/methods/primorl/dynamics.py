@@ -18,6 +18,9 @@ Accounting: one round is the Poisson-subsampled Gaussian mechanism with noise mu
 (add/remove one trajectory), exactly the event of one DP-SGD step, so T rounds are recorded on the ledger as a
 ``LedgerEvent.dpsgd`` with (z, q, T) and composed by our accountants (:mod:`privsynth.privacy.accounting`).
 
+Why this module is long: Algorithms 1-3 (Poisson rounds, vectorised local updates, ensemble clipping, the noisy
+mean and its accounting with the unit count) share one loop's state; split, each part would need the others' tensors.
+
 Why our own loop instead of :func:`privsynth.privacy.dp_train`: that engine clips per-example *gradients* of one
 step; Algorithm 1 clips a trajectory's multi-step *local update*, which Opacus cannot express. The local updates of
 all sampled trajectories are vectorised by holding every clone in a leading batch dimension of the weight tensors:
