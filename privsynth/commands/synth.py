@@ -11,6 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
+from privsynth.commands._surface import add_set, example, hidden_option, hidden_parser, overrides
 from privsynth.commands._types import refuse_existing
 from privsynth.errors import InvalidData
 
@@ -60,18 +61,25 @@ def _load_all(ids: list[str]):
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", choices=CONFIGS, default="cpu",
-                   help="preset: cpu, demo (fast, privorl-n only), paper or tiny (seconds; for smoke tests)")
-    p.add_argument("--seed", type=int, default=None,
-                   help="seed of the non-private randomness (None: the preset's seed; never the DP noise)")
+    p.add_argument("--config", choices=CONFIGS, default="cpu", metavar="PRESET",
+                   help="cpu, demo (privorl-n), paper or tiny (seconds; smoke tests)")
+    p.add_argument("--seed", type=int, default=None, help="non-private randomness (None: the preset's; never DP noise)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
-def _add_dp(p: argparse.ArgumentParser) -> None:
+def _add_dp(p: argparse.ArgumentParser, *, short: bool = False) -> None:
+    """The privacy request; with ``short`` (synthesize) the PrivORL-n settings are hidden old spellings of
+    ``--set`` fields."""
     p.add_argument("--epsilon", type=float, required=True, help="target epsilon of the DP fine-tuning")
     p.add_argument("--delta", type=float, default=1e-5, help="target delta (must be below 1/N)")
-    p.add_argument("--unit", choices=("transition", "trajectory"), default=None,
-                   help="privacy unit (None: transition; trajectory for the trajectory synthesizers)")
+    p.add_argument("--unit", choices=("transition", "trajectory"), default=None, metavar="UNIT",
+                   help="privacy unit: transition | trajectory (None: the synthesizer's first)")
+    if short:
+        hidden_option(p, "--finetune-epochs", dest="finetune_epochs", type=float, default=None)
+        hidden_option(p, "--accountant", dest="accountant", choices=("rdp", "prv", "pld"), default=None)
+        hidden_option(p, "--noise-multiplicity", dest="noise_multiplicity", type=int, default=None)
+        hidden_option(p, "--finetune-curiosity", dest="finetune_curiosity", action="store_true", default=False)
+        return
     p.add_argument("--accountant", choices=("rdp", "prv", "pld"), default=None,
                    help="privacy accountant (None: the preset's)")
     p.add_argument("--finetune-epochs", type=float, default=None, help="DP fine-tuning epochs (None: the preset's)")
@@ -79,7 +87,13 @@ def _add_dp(p: argparse.ArgumentParser) -> None:
     p.add_argument("--finetune-curiosity", action="store_true", help="FineCur ablation")
 
 
-def _add_postprocess(p: argparse.ArgumentParser) -> None:
+def _add_postprocess(p: argparse.ArgumentParser, *, short: bool = False) -> None:
+    if short:
+        p.add_argument("--postprocess", nargs="?", const="all", default=None, metavar="STEPS",
+                       help="repair rows with the public environment before writing: all, or some of "
+                            "clip,resimulate,reward,walls,goals (docs/privacy.md)")
+        p.add_argument("--no-topup", dest="topup", action="store_false", help="keep only the rows --postprocess left")
+        return
     p.add_argument("--postprocess", nargs="?", const="all", default=None, metavar="STEPS",
                    help="before writing, repair the rows with the public environment (free under DP; PointMaze and "
                         "MuJoCo locomotion). Alone: every step (clip: actions clipped, resimulate: s' re-simulated, "
@@ -274,6 +288,11 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
             raise InvalidData(f"--save-model {args.save_model} is a directory; give the checkpoint file to write")
         refuse_existing(args.save_model, args.overwrite)
     cfg = _config(args) if args.synth == "privorl-n" else _registered_options(args)
+    if args.set:
+        from privsynth.config_io import override
+        from privsynth.methods.registry import _tuples
+
+        override(cfg, _tuples(overrides(args.set)), where=f"--set ({args.synth})")
     pubs = _ids(args.public)
     res = synthesize(
         args.sensitive,
@@ -311,10 +330,10 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("pretrain", help="pre-train a transition synthesizer on public datasets (no DP)")
-    p.add_argument("--public", required=True, help="comma-separated public dataset ids")
-    p.add_argument("--out", required=True, help="checkpoint file to write (refused if it exists, unless --overwrite)")
+def _add_pretrain(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--public", required=True, metavar="ID,ID", help="comma-separated public dataset ids")
+    p.add_argument("--out", required=True, metavar="PATH",
+                   help="checkpoint file to write (refused if it exists, unless --overwrite)")
     p.add_argument("--pretrain-epochs", type=float, default=None, help="pre-training epochs (None: the preset's)")
     p.add_argument("--no-curiosity", action="store_true", help="PDP-Diffusion ablation (no curiosity)")
     p.add_argument("--curiosity-rate", type=float, default=None, help="curiosity mixing rate (None: the preset's)")
@@ -325,74 +344,107 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_common(p)
     p.set_defaults(func=cmd_pretrain)
 
-    p = subparsers.add_parser("finetune", help="DP fine-tune a synthesizer on a sensitive dataset")
-    p.add_argument("--model", required=True,
+
+def _add_finetune(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, metavar="PATH",
                    help=f"checkpoint path or shipped pre-trained name (installed: {_pretrained_help()})")
-    p.add_argument("--sensitive", required=True, help="sensitive dataset id")
-    p.add_argument("--out", required=True,
+    p.add_argument("--sensitive", required=True, metavar="ID", help="sensitive dataset id")
+    p.add_argument("--out", required=True, metavar="PATH",
                    help="checkpoint file to write, carrying the ledger (refused if it exists, unless --overwrite)")
     p.add_argument("--overwrite", action="store_true", help="replace --out")
     _add_dp(p)
     _add_common(p)
     p.set_defaults(func=cmd_finetune)
 
-    p = subparsers.add_parser("sample", help="sample a DP fine-tuned synthesizer and release a Minari dataset")
-    p.add_argument("--model", required=True, help="DP fine-tuned checkpoint (carries the ledger)")
-    p.add_argument("--sensitive", default=None,
-                   help="sensitive dataset id whose environment spec the release carries (None: the dataset the "
-                        "model was fine-tuned on; only its metadata is read)")
-    p.add_argument("-n", type=int, default=100_000, help="transitions to sample")
-    p.add_argument("--out-dataset", required=True, help="Minari dataset id to write")
+
+def _add_sample(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, metavar="PATH", help="DP fine-tuned checkpoint (carries the ledger)")
+    p.add_argument("--sensitive", default=None, metavar="ID",
+                   help="dataset whose environment spec the release carries (None: the one the model was "
+                        "fine-tuned on; only its metadata is read)")
+    p.add_argument("-n", "--samples", dest="n", type=int, default=100_000, help="transitions to sample")
+    p.add_argument("--out-dataset", required=True, metavar="ID", help="Minari dataset id to write")
     p.add_argument("--sampler", choices=("dpm", "heun"), default=None, help="ODE solver (None: the model's)")
     p.add_argument("--steps", type=int, default=None, help="solver steps (None: the model's)")
-    p.add_argument("--budget", type=float, default=None,
-                   help="epsilon budget for the release guard (default: the last DP fine-tune's target epsilon)")
+    p.add_argument("--epsilon", dest="budget", type=float, default=None,
+                   help="largest epsilon the release may spend (default: the last DP fine-tune's target epsilon)")
+    hidden_option(p, "--budget", dest="budget", type=float)
     p.add_argument("--overwrite", action="store_true", help="replace an existing dataset with this id")
     p.add_argument("--seed", type=int, default=None, help="base seed (with --shards, each shard's seed derives from it)")
     p.add_argument("--shards", type=int, default=1, help="split the draw into this many independent shards")
     p.add_argument("--workers", type=int, default=1, help="local processes for the shards (--executor local)")
     p.add_argument("--executor", choices=("local", "ray"), default="local", help="where the shards run")
-    p.add_argument("--address", default=None, help="Ray cluster to join (None: a local Ray instance)")
+    p.add_argument("--address", default=None, metavar="HOST:PORT",
+                   help="Ray cluster to join (None: a local Ray instance)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     _add_postprocess(p)
     p.set_defaults(func=cmd_sample)
 
+
+def _add_synthesize(p: argparse.ArgumentParser) -> None:
     from privsynth.synth.registry import names
 
-    p = subparsers.add_parser("synthesize", help="pretrain -> DP finetune -> sample -> release, in one command, "
-                                                 "for any registered synthesizer")
-    p.add_argument("--synth", choices=names(), default="privorl-n",
-                   help="synthesizer (privsynth.synth.registry); the options marked PrivORL-n apply to it only")
-    p.add_argument("--public", default=None, help="comma-separated public dataset ids (not the sensitive one)")
-    p.add_argument("--sensitive", required=True, help="sensitive dataset id (its environment spec goes on the release)")
-    p.add_argument("-n", type=int, default=100_000, help="synthetic transitions to release")
-    p.add_argument("--out-dataset", required=True, help="Minari dataset id to write")
-    p.add_argument("--pretrained", default=None,
-                   help=f"shipped pre-trained name or checkpoint path; skips pre-training (installed: "
-                        f"{_pretrained_help()})")
-    p.add_argument("--no-pretrain", action="store_true", help="PrivORL-n: DPDM ablation, no pre-training")
-    p.add_argument("--no-curiosity", action="store_true", help="PrivORL-n: PDP-Diffusion ablation")
-    p.add_argument("--pretrain-epochs", type=float, default=None,
-                   help="PrivORL-n: pre-training epochs (None: the preset's)")
-    p.add_argument("--sampler", choices=("dpm", "heun"), default=None, help="PrivORL-n: ODE solver (None: the preset's)")
-    p.add_argument("--steps", type=int, default=None, help="PrivORL-n: solver steps (None: the preset's)")
-    p.add_argument("--workdir", default=None,
-                   help="PrivORL-n: stage checkpoints here; rerunning resumes (and says so)")
-    p.add_argument("--checkpoint-every", type=int, default=None,
-                   help="PrivORL-n: pre-training steps between resumable checkpoints")
+    p.add_argument("--synth", choices=names(), default="privorl-n", metavar="NAME",
+                   help=f"{', '.join(names())}")
+    p.add_argument("--sensitive", required=True, metavar="ID",
+                   help="sensitive dataset id (its environment spec goes on the release)")
+    p.add_argument("--public", default=None, metavar="ID,ID",
+                   help="comma-separated public dataset ids (not the sensitive one)")
+    p.add_argument("--out-dataset", required=True, metavar="ID", help="Minari dataset id to write")
+    p.add_argument("-n", "--samples", dest="n", type=int, default=100_000, help="synthetic transitions to release")
+    hidden_option(p, "--num-samples", "--n", dest="n", type=int)
+    p.add_argument("--pretrained", default=None, metavar="PATH",
+                   help=f"shipped pre-trained name or checkpoint; skips pre-training ({_pretrained_help()})")
+    hidden_option(p, "--from-checkpoint", dest="pretrained")
+    p.add_argument("--no-pretrain", action="store_true", help="DPDM ablation: no pre-training")
+    p.add_argument("--workdir", default=None, metavar="DIR", help="stage checkpoints here; a rerun resumes")
     p.add_argument("--dp-normalizer", type=float, default=None, metavar="EPS",
-                   help="PrivORL-n without public data: spend EPS of --epsilon on a DP normaliser within public bounds "
-                        "(charged to the ledger; DP-SGD gets the rest; the weights start untrained)")
-    p.add_argument("--obs-bounds", default=None, metavar="LOW,HIGH",
-                   help="public bounds for observation columns the environment spec leaves unbounded (--dp-normalizer)")
-    p.add_argument("--reward-bounds", default=None, metavar="LOW,HIGH",
-                   help="public reward bounds (--dp-normalizer; the environment spec has none)")
-    p.add_argument("--save-model", default=None,
-                   help="also save the fine-tuned synthesizer here (refused if it exists, unless --overwrite)")
-    _add_postprocess(p)
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace an existing dataset with this id and an existing --save-model file, and discard "
-                        "unreadable resume files")
-    _add_dp(p)
+                   help="without public data: spend EPS of --epsilon on a DP normaliser (privorl-n)")
+    p.add_argument("--obs-bounds", default=None, metavar="LOW,HIGH", help="public observation bounds (--dp-normalizer)")
+    p.add_argument("--reward-bounds", default=None, metavar="LOW,HIGH", help="public reward bounds (--dp-normalizer)")
+    p.add_argument("--save-model", default=None, metavar="PATH", help="also save the fine-tuned synthesizer here")
+    hidden_option(p, "--save", dest="save_model")
+    add_set(p, "synthesizer config")
+    _add_postprocess(p, short=True)
+    p.add_argument("--overwrite", action="store_true", help="replace the dataset and --save-model; drop bad resume files")
+    _add_dp(p, short=True)
     _add_common(p)
+    # PrivORL-n settings of the previous release: now --set fields (pretrain.epochs, sampler.method, ...)
+    hidden_option(p, "--no-curiosity", dest="no_curiosity", action="store_true", default=False)
+    hidden_option(p, "--pretrain-epochs", dest="pretrain_epochs", type=float, default=None)
+    hidden_option(p, "--sampler", dest="sampler", choices=("dpm", "heun"), default=None)
+    hidden_option(p, "--steps", dest="steps", type=int, default=None)
+    hidden_option(p, "--checkpoint-every", dest="checkpoint_every", type=int, default=None)
     p.set_defaults(func=cmd_synthesize)
+
+
+_SYNTH_EXAMPLE = (
+    "--set takes any field of the synthesizer's config, e.g. finetune.epochs=5, sampler.method=heun, "
+    "dp.accountant=prv, pretrain_curiosity=false (privorl-n), sampler.max_length=200 (privorl-j).\n" + example(
+        "synthesize --synth privorl-n --epsilon 10 -n 100000 --sensitive privsynth/pointmaze-umaze-v0",
+        "--public privsynth/pointmaze-open-v0 --out-dataset privsynth/umaze-synthetic-v0"))
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "synthesize", help="pretrain -> DP finetune -> sample -> release, for any registered synthesizer",
+        description="Release a DP synthetic copy of a sensitive dataset with its privacy card "
+                    "(privsynth.release.synthesize), for any registered synthesizer.",
+        epilog=_SYNTH_EXAMPLE)
+    _add_synthesize(p)
+
+    m = subparsers.add_parser("model", help="one stage at a time: pretrain, DP finetune, sample a synthesizer model")
+    msub = m.add_subparsers(dest="model_command", metavar="ACTION", required=True)
+    stages = (
+        ("pretrain", "pre-train a transition synthesizer on public datasets (no DP)", _add_pretrain,
+         ("model pretrain --public privsynth/pointmaze-open-v0 --out public.pt",)),
+        ("finetune", "DP fine-tune a synthesizer on a sensitive dataset", _add_finetune,
+         ("model finetune --model public.pt --sensitive privsynth/pointmaze-umaze-v0 --epsilon 10",
+          "--out dp.pt")),
+        ("sample", "sample a DP fine-tuned synthesizer and release a Minari dataset", _add_sample,
+         ("model sample --model dp.pt -n 100000 --out-dataset privsynth/umaze-synthetic-v0",)),
+    )
+    for name, helptext, add, ex in stages:
+        add(msub.add_parser(name, help=helptext, description=helptext[0].upper() + helptext[1:] + ".",
+                            epilog=example(*ex)))
+        add(hidden_parser(subparsers, name, f"model {name}"))
