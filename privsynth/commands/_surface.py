@@ -11,13 +11,14 @@ from typing import Any
 DEPRECATED = "_deprecated"  # Namespace attribute: the new spelling of a hidden alias, printed once to stderr
 
 
-def hidden_parser(subparsers: Any, name: str, new: str, **kwargs: Any) -> argparse.ArgumentParser:
+def hidden_parser(subparsers: Any, name: str, new: str, *, old: str | None = None,
+                  **kwargs: Any) -> argparse.ArgumentParser:
     """A subcommand kept for one release, not listed in ``--help``; running it warns that ``new`` replaces it.
 
     Added without ``help``: argparse lists only the subcommands given one (``help=SUPPRESS`` still prints the name
     with ``==SUPPRESS==`` before Python 3.13)."""
     p = subparsers.add_parser(name, **kwargs)
-    p.set_defaults(**{DEPRECATED: (name, new)})
+    p.set_defaults(**{DEPRECATED: (old or name, new)})
     return p
 
 

@@ -19,8 +19,8 @@ def register(subparsers) -> None:
         description="Agents use CORL's hyperparameters (docs/agents.md); states are normalised with the training "
         "data's own statistics. The environment and reference scores come from --eval-from (the REAL dataset) "
         "or, by default, from the training data's own info.",
-        epilog=example("agents train --data privsynth/umaze-synthetic-v0 --eval-from privsynth/pointmaze-umaze-v0",
-                       "--agents td3bc,iql --seeds 0,1,2 --out runs/umaze"),
+        epilog=example("agents train --data privsynth/umaze-synthetic-v0 --out runs/umaze",
+                       "--eval-from privsynth/pointmaze-umaze-v0 --agents td3bc,iql --seeds 0,1,2"),
     )
     t.add_argument("--data", required=True, metavar="ID", help="Minari dataset id of the training data")
     t.add_argument("--eval-from", metavar="ID", help="Minari id of the real dataset whose environment and reference scores are used")

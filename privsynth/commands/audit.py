@@ -138,7 +138,8 @@ def register(subparsers) -> None:
         epilog=example("audit engine --epsilon 1 --canaries 1000 --clipping bk"))
     add_engine_options(eng)
     # the flat `privsynth audit --release ...` of the previous release (cli._legacy_argv routes it here)
-    legacy = hidden_parser(sub, "legacy", "audit membership (or: audit canary)", description=_DESCRIPTION)
+    legacy = hidden_parser(sub, "legacy", "audit membership (or: audit canary)", old="audit --OPTIONS",
+                           description=_DESCRIPTION)
     _membership_options(legacy, legacy=True)
     _shared_options(legacy)
     _canary_options(legacy, legacy=True)

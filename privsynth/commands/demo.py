@@ -33,8 +33,8 @@ def register(subparsers) -> None:
     p.add_argument("--agents", default="", metavar="A,B", help="comma list (td3bc, iql, edac) trained on synthetic and real data")
     p.add_argument("--agent-updates", type=int, default=d.agent_updates)
     p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--threads", type=positive_int, default=None,
-                   help="torch threads (default: the cores left idle by other jobs, measured at start)")
+    # the global `privsynth --threads N|auto demo` is the one spelling; demo's own --threads N stays hidden
+    p.add_argument("--threads", type=positive_int, default=None, help=argparse.SUPPRESS)
     # SUPPRESS: an unset demo --store must not mask the global one (privsynth --store DIR demo)
     p.add_argument("--store", default=argparse.SUPPRESS, metavar="DIR",
                    help="Minari store for the demo datasets (default: the global --store, else <out>/minari)")

@@ -25,8 +25,8 @@ def register(subparsers: Any) -> None:
         help="score a synthetic dataset against the real one: fidelity, TrajScore, RL checks, agents",
         description="Evaluate a synthetic dataset against the real dataset it imitates and write report.json + "
         "report.md. Datasets are ids in the local Minari store (see `privsynth datasets list`).",
-        epilog=example("evaluate --synthetic privsynth/umaze-synthetic-v0 --real privsynth/pointmaze-umaze-v0",
-                       "--agents td3bc,iql --seeds 3 --out reports/umaze.json"),
+        epilog=example("evaluate --synthetic privsynth/umaze-synthetic-v0 --out reports/umaze.json",
+                       "--real privsynth/pointmaze-umaze-v0 --agents td3bc,iql --seeds 3"),
     )
     p.add_argument("--synthetic", required=True, metavar="ID", help="synthetic dataset id")
     p.add_argument("--real", required=True, metavar="ID", help="real dataset id (its environment is the simulator)")

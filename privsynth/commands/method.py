@@ -79,7 +79,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from privsynth.methods.registry import make
-    from privsynth.release import as_dataset, check_release_request, release_dataset
+    from privsynth.release import as_dataset, check_release_request
 
     settings = overrides(args.set)
     for key in ("epsilon", "delta"):
@@ -100,8 +100,15 @@ def _run(args: argparse.Namespace) -> int:
     if args.out_dataset:
         if result.dataset is None:
             raise InvalidData(f"{args.name} returns no dataset to write (--out-dataset); it returns a policy")
-        release_dataset(result.dataset, result.ledger, args.out_dataset, epsilon_budget=method.config.epsilon,
-                        delta=method.config.delta, overwrite=args.overwrite)
+        from privsynth.data import minari_io
+        from privsynth.privacy.guard import guarded_write
+
+        # the release guard (as every method release): budget checked, written to a temporary sibling with the
+        # ledger and card, then renamed
+        ds = result.dataset
+        guarded_write(minari_io.target_path(args.out_dataset),
+                      lambda tmp: minari_io.write_dataset_dir(ds, args.out_dataset, tmp), result.ledger,
+                      method.config.epsilon, method.config.delta)
         summary["out_dataset"] = args.out_dataset
     if result_path is not None:
         result_path.parent.mkdir(parents=True, exist_ok=True)

@@ -292,7 +292,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
         from privsynth.config_io import override
         from privsynth.methods.registry import _tuples
 
-        override(cfg, _tuples(overrides(args.set)), where=f"--set ({args.synth})")
+        override(cfg, _tuples(overrides(args.set)), where="--set")
     pubs = _ids(args.public)
     res = synthesize(
         args.sensitive,
@@ -421,8 +421,9 @@ def _add_synthesize(p: argparse.ArgumentParser) -> None:
 _SYNTH_EXAMPLE = (
     "--set takes any field of the synthesizer's config, e.g. finetune.epochs=5, sampler.method=heun, "
     "dp.accountant=prv, pretrain_curiosity=false (privorl-n), sampler.max_length=200 (privorl-j).\n" + example(
-        "synthesize --synth privorl-n --epsilon 10 -n 100000 --sensitive privsynth/pointmaze-umaze-v0",
-        "--public privsynth/pointmaze-open-v0 --out-dataset privsynth/umaze-synthetic-v0"))
+        "synthesize --synth privorl-n --epsilon 10 -n 100000",
+        "--sensitive privsynth/pointmaze-umaze-v0 --public privsynth/pointmaze-open-v0",
+        "--out-dataset privsynth/umaze-synthetic-v0"))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -439,8 +440,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ("pretrain", "pre-train a transition synthesizer on public datasets (no DP)", _add_pretrain,
          ("model pretrain --public privsynth/pointmaze-open-v0 --out public.pt",)),
         ("finetune", "DP fine-tune a synthesizer on a sensitive dataset", _add_finetune,
-         ("model finetune --model public.pt --sensitive privsynth/pointmaze-umaze-v0 --epsilon 10",
-          "--out dp.pt")),
+         ("model finetune --model public.pt --epsilon 10 --out dp.pt",
+          "--sensitive privsynth/pointmaze-umaze-v0")),
         ("sample", "sample a DP fine-tuned synthesizer and release a Minari dataset", _add_sample,
          ("model sample --model dp.pt -n 100000 --out-dataset privsynth/umaze-synthetic-v0",)),
     )
