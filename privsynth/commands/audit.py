@@ -59,7 +59,8 @@ def _canary_options(p: argparse.ArgumentParser, *, legacy: bool = False) -> None
     c = p.add_argument_group("canary audit of the release pipeline (privsynth.release.synthesize)") if legacy else p
     c.add_argument("--canaries", type=int, default=0, required=not legacy,
                    help="number m of canary units (each included w.p. 1/2)")
-    c.add_argument("--sensitive", default=None, metavar="ID", help="sensitive dataset id the canaries are inserted into")
+    c.add_argument("--sensitive", default=None, metavar="ID",
+                   help="sensitive dataset id the canaries are inserted into")
     c.add_argument("--public", default=None, metavar="ID,ID",
                    help="comma-separated public dataset ids (pre-training, canary design)")
     c.add_argument("--pretrained", default=None, metavar="PATH",
@@ -75,7 +76,8 @@ def _canary_options(p: argparse.ArgumentParser, *, legacy: bool = False) -> None
     c.add_argument("--finetune-epochs", type=float, default=50.0, help="fine-tuning epochs of the audited runs")
     c.add_argument("--finetune-batch-size", type=int, default=256,
                    help="transitions per step (unit transition, noise off)")
-    c.add_argument("--config", choices=["demo", "cpu"], default="demo", metavar="PRESET", help="synthesizer preset: demo | cpu")
+    c.add_argument("--config", choices=["demo", "cpu"], default="demo", metavar="PRESET",
+                   help="synthesizer preset: demo | cpu")
 
 
 def _shared_options(p: argparse.ArgumentParser) -> None:

@@ -63,7 +63,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     audit = hidden_parser(sub, "audit", "audit engine (--target-epsilon is --epsilon, --mode is --clipping)")
     add_engine_options(audit)
 
-    card = sub.add_parser("card", help="print the privacy card of a released dataset, a ledger JSON file or a directory",
+    card = sub.add_parser("card",
+                          help="print the privacy card of a released dataset, a ledger JSON file or a directory",
                           epilog=example("privacy card privsynth/umaze-synthetic-v0"))
     card.add_argument("ledger", help="a released dataset id (e.g. privsynth/umaze-synthetic-v0), its Minari folder, "
                                      "privacy_ledger.json, or a released directory that contains it")

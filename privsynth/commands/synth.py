@@ -370,7 +370,8 @@ def _add_sample(p: argparse.ArgumentParser) -> None:
                    help="largest epsilon the release may spend (default: the last DP fine-tune's target epsilon)")
     hidden_option(p, "--budget", dest="budget", type=float)
     p.add_argument("--overwrite", action="store_true", help="replace an existing dataset with this id")
-    p.add_argument("--seed", type=int, default=None, help="base seed (with --shards, each shard's seed derives from it)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="base seed (with --shards, each shard's seed derives from it)")
     p.add_argument("--shards", type=int, default=1, help="split the draw into this many independent shards")
     p.add_argument("--workers", type=int, default=1, help="local processes for the shards (--executor local)")
     p.add_argument("--executor", choices=("local", "ray"), default="local", help="where the shards run")
@@ -394,7 +395,7 @@ def _add_synthesize(p: argparse.ArgumentParser) -> None:
     p.add_argument("-n", "--samples", dest="n", type=int, default=100_000, help="synthetic transitions to release")
     hidden_option(p, "--num-samples", "--n", dest="n", type=int)
     p.add_argument("--pretrained", default=None, metavar="PATH",
-                   help=f"shipped pre-trained name or checkpoint; skips pre-training ({_pretrained_help()})")
+                   help=f"shipped pre-trained name or checkpoint; skips pre-training (installed: {_pretrained_help()})")
     hidden_option(p, "--from-checkpoint", dest="pretrained")
     p.add_argument("--no-pretrain", action="store_true", help="DPDM ablation: no pre-training")
     p.add_argument("--workdir", default=None, metavar="DIR", help="stage checkpoints here; a rerun resumes")
@@ -406,7 +407,8 @@ def _add_synthesize(p: argparse.ArgumentParser) -> None:
     hidden_option(p, "--save", dest="save_model")
     add_set(p, "synthesizer config")
     _add_postprocess(p, short=True)
-    p.add_argument("--overwrite", action="store_true", help="replace the dataset and --save-model; drop bad resume files")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the dataset and --save-model; drop bad resume files")
     _add_dp(p, short=True)
     _add_common(p)
     # PrivORL-n settings of the previous release: now --set fields (pretrain.epochs, sampler.method, ...)
