@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_ORDER = ("datasets", "synth", "evaluate", "agents", "audit", "privacy", "bench", "method", "demo")
+_ORDER = ("datasets", "synth", "model", "evaluate", "agents", "audit", "privacy", "bench", "method", "demo")
 _GLOBAL_VALUED = ("--store", "--threads")
 
 
