@@ -25,9 +25,24 @@ class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
-        if "default" in text.lower() or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+        if ("default" in text.lower() or action.default in (None, False, argparse.SUPPRESS) or action.default == []
+                or not action.option_strings):
             return action.help
         return super()._get_help_string(action)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        """Each line of a description or epilog is its own paragraph; the example's lines stay as written."""
+        return "\n".join(indent + line if line.startswith(("example:", " ")) else
+                         super(_DefaultsFormatter, self)._fill_text(line, width, indent)
+                         for line in text.splitlines())
+
+    def _get_default_metavar_for_optional(self, action: argparse.Action) -> str:
+        """Short metavars keep the usage on a few lines: N for a count, X for a number."""
+        if action.type is int or getattr(action.type, "__name__", "") == "positive_int":
+            return "N"
+        if action.type is float:
+            return "X"
+        return super()._get_default_metavar_for_optional(action)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,20 +76,40 @@ def build_parser() -> argparse.ArgumentParser:
                              "other jobs leave idle, measured at start (default: torch's own choice, every core; "
                              "on a shared machine a thread per busy core slows every step)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"privsynth.commands.{info.name}")
-        module.register(sub)
+    found = {m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_")}
+    # the visible verbs in the order a newcomer meets them; the other modules only add hidden deprecated aliases
+    for name in [m for m in _ORDER if m in found] + sorted(found - set(_ORDER)):
+        importlib.import_module(f"privsynth.commands.{name}").register(sub)
     return parser
 
 
+_ORDER = ("datasets", "synth", "model", "evaluate", "agents", "audit", "privacy", "bench", "method", "demo")
+_GLOBAL_VALUED = ("--store", "--threads")
+
+
+def _legacy_argv(argv: list[str]) -> list[str]:
+    """The flat ``privsynth audit --release ...`` of the previous release: ``audit`` took its options directly;
+    now it takes a mode (membership, canary, engine). Routed to the hidden ``audit legacy`` parser, which warns."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        i += 2 if argv[i] in _GLOBAL_VALUED else 1
+    if i < len(argv) - 1 and argv[i] == "audit" and argv[i + 1].startswith("-") and argv[i + 1] not in ("-h", "--help"):
+        return argv[:i + 1] + ["legacy"] + argv[i + 1:]
+    return argv
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from privsynth.commands._surface import DEPRECATED
+
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_legacy_argv(list(sys.argv[1:] if argv is None else argv)))
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if getattr(args, DEPRECATED, None):
+        old, new = getattr(args, DEPRECATED)
+        print(f"privsynth: warning: '{old}' is deprecated and will be removed in the next release; use "
+              f"'privsynth {new}' (see CHANGELOG.md)", file=sys.stderr)
     old_store = os.environ.get("MINARI_DATASETS_PATH")
     if getattr(args, "store", None):
         os.environ["MINARI_DATASETS_PATH"] = str(Path(args.store).expanduser().resolve())

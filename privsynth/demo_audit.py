@@ -115,8 +115,10 @@ def run_demo_audit(synth: Any, reference: Any, synthetic: Any, members: Any, non
 
 def rerun_command(*, store: str, release: str, members: str, non_members: str, workdir: str, unit: str, seed: int,
                   max_units: int, out: str) -> str:
-    """The ``privsynth audit`` command that repeats :func:`run_demo_audit` from the store and the work folder."""
-    argv = ["privsynth", "--store", store, "audit", "--release", release, "--checkpoint", f"{workdir}/finetuned.pt",
+    """The ``privsynth audit membership`` command that repeats :func:`run_demo_audit` from the store and the work
+    folder."""
+    argv = ["privsynth", "--store", store, "audit", "membership", "--release", release,
+            "--checkpoint", f"{workdir}/finetuned.pt",
             "--reference-model", f"{workdir}/pretrained.pt", "--attacks", ",".join(WHITE_BOX), "--repeats",
             str(REPEATS), "--members", members, "--non-members", non_members]
     if unit != "transition":

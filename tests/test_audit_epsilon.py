@@ -70,8 +70,8 @@ def _cli(tmp_path, capsys, release, members, non_members, *extra):
         save_dataset(ds, tmp_path / f"{name}.npz")
         paths.append(str(tmp_path / f"{name}.npz"))
     out = tmp_path / "audit.json"
-    code = main(["audit", "--release", paths[0], "--members", paths[1], "--non-members", paths[2], "--out", str(out),
-                 "--bootstrap", "0", "--overwrite", *extra])  # several audits per test
+    code = main(["audit", "membership", "--release", paths[0], "--members", paths[1], "--non-members", paths[2],
+                 "--out", str(out), "--bootstrap", "0", "--overwrite", *extra])  # several audits per test
     printed = capsys.readouterr()
     return code, json.loads(out.read_text()) if out.exists() else None, printed
 
@@ -274,7 +274,7 @@ def test_export_format_npz_is_accepted(tmp_path, capsys, split):
     assert main(["datasets", "export", "toy/non-v0", str(tmp_path / "n.npz")]) == 0
     save_dataset(as_release(members, CARD), tmp_path / "rel.npz")
     capsys.readouterr()
-    assert main(["audit", "--release", str(tmp_path / "rel.npz"), "--members", str(tmp_path / "m.npz"),
+    assert main(["audit", "membership", "--release", str(tmp_path / "rel.npz"), "--members", str(tmp_path / "m.npz"),
                  "--non-members", str(tmp_path / "n.npz"), "--out", str(tmp_path / "a.json"),
                  "--bootstrap", "0"]) == 1
     assert json.loads((tmp_path / "a.json").read_text())["data_only"]["attacks"]["dcr"]["n_members"] == 1000
@@ -293,7 +293,7 @@ def test_bad_requests_are_one_line_errors_before_any_data_is_read(tmp_path, caps
     members, non_members = split
     for ds, name in ((as_release(members, CARD), "rel"), (members, "mem"), (non_members, "non")):
         save_dataset(ds, tmp_path / f"{name}.npz")
-    base = ["audit", "--release", str(tmp_path / "rel.npz"), "--members", str(tmp_path / "mem.npz"),
+    base = ["audit", "membership", "--release", str(tmp_path / "rel.npz"), "--members", str(tmp_path / "mem.npz"),
             "--non-members", str(tmp_path / "non.npz")]
     out = ["--out", str(tmp_path / "a.json")]
     (tmp_path / "afile").write_text("")
@@ -304,16 +304,16 @@ def test_bad_requests_are_one_line_errors_before_any_data_is_read(tmp_path, caps
     _refused(capsys, base + out + ["--bootstrap", "-1"], "--bootstrap must be 0")
     _refused(capsys, base + out + ["--guesses", "0"], "--guesses must be at least 1")
     _refused(capsys, base + out + ["--guesses", "501"], "--guesses must be between 1 and half")
-    _refused(capsys, ["audit", "--release", str(tmp_path / "rel.npz"), "--members", str(tmp_path / "missing.npz"),
-                      "--non-members", str(tmp_path / "non.npz")] + out, "file not found")
-    _refused(capsys, ["audit", "--release", str(tmp_path / "rel.npz"), "--members", str(tmp_path / "mem.npz"),
-                      "--non-members", str(tmp_path / "mem.npz")] + out, "same dataset")
+    mode = ["audit", "membership", "--release", str(tmp_path / "rel.npz")]
+    _refused(capsys, mode + ["--members", str(tmp_path / "missing.npz"), "--non-members", str(tmp_path / "non.npz")]
+             + out, "file not found")
+    _refused(capsys, mode + ["--members", str(tmp_path / "mem.npz"), "--non-members", str(tmp_path / "mem.npz")]
+             + out, "same dataset")
     # canary requests
-    _refused(capsys, ["audit", "--canaries", "-5"] + out, "--canaries must be at least 2")
-    _refused(capsys, ["audit", "--canaries", "50", "--sensitive", "x/y-v0", "--public", "x/p-v0", "--epsilon", "0"]
-             + out, "--epsilon must be a positive")
-    _refused(capsys, ["audit", "--canaries", "50", "--sensitive", "x/y-v0", "--pretrained", "pointmaze-umaze"] + out,
-             "--canaries needs --public")
+    _refused(capsys, ["audit", "canary", "--canaries", "-5"] + out, "--canaries must be at least 2")
+    canary = ["audit", "canary", "--canaries", "50", "--sensitive", "x/y-v0"]
+    _refused(capsys, canary + ["--public", "x/p-v0", "--epsilon", "0"] + out, "--epsilon must be a positive")
+    _refused(capsys, canary + ["--pretrained", "pointmaze-umaze"] + out, "--canaries needs --public")
     assert not (tmp_path / "a.json").exists()
 
 
@@ -326,7 +326,7 @@ def test_sets_that_share_records_or_environments_are_refused(tmp_path, capsys, s
     other_env = walks(10, 50, seed=5, env="Other-v0")
     save_dataset(other_env, tmp_path / "other.npz")
     out = ["--out", str(tmp_path / "a.json")]
-    rel = ["audit", "--release", str(tmp_path / "rel.npz"), "--members", str(tmp_path / "mem.npz")]
+    rel = ["audit", "membership", "--release", str(tmp_path / "rel.npz"), "--members", str(tmp_path / "mem.npz")]
     _refused(capsys, rel + ["--non-members", str(tmp_path / "copy.npz")] + out, "share 1000 of the 1000")
     _refused(capsys, rel + ["--non-members", str(tmp_path / "other.npz")] + out, "Other-v0")
     save_dataset(non_members, tmp_path / "non.npz")

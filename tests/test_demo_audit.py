@@ -163,8 +163,8 @@ def test_rerun_command_repeats_the_demo_settings():
     argv = shlex.split(rerun_command(store="out dir/minari", release="privsynth/syn-v0", members="privsynth/m-v0",
                                      non_members="privsynth/n-v0", workdir="out dir/work", unit="trajectory", seed=3,
                                      max_units=500, out="out dir/audit-rerun.json"))
-    assert argv[:4] == ["privsynth", "--store", "out dir/minari", "audit"]
-    flags = dict(zip(argv[4::2], argv[5::2]))
+    assert argv[:5] == ["privsynth", "--store", "out dir/minari", "audit", "membership"]  # issue 38: audit's modes
+    flags = dict(zip(argv[5::2], argv[6::2]))
     assert flags == {"--release": "privsynth/syn-v0", "--checkpoint": "out dir/work/finetuned.pt",
                      "--reference-model": "out dir/work/pretrained.pt", "--attacks": "loss,loss_ref",
                      "--repeats": "16", "--members": "privsynth/m-v0", "--non-members": "privsynth/n-v0",

@@ -78,13 +78,13 @@ def test_sensitive_data_passed_as_public_is_refused(stored, no_training, capsys)
 def test_corrupted_checkpoints_name_the_file_and_overwrite_recovers(stored, tmp_path, capsys):
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"\x80\x04not a checkpoint")
-    assert main(["finetune", "--model", str(bad), "--sensitive", "sens", "--out", str(tmp_path / "f.pt"),
+    assert main(["model", "finetune", "--model", str(bad), "--sensitive", "sens", "--out", str(tmp_path / "f.pt"),
                  "--epsilon", "5", "--delta", "1e-3", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert str(bad) in err and "corrupted or truncated" in err and len(err.strip().splitlines()) == 1
     existing = tmp_path / "exists.pt"
     existing.write_bytes(b"keep me")
-    assert main(["pretrain", "--public", "pub", "--out", str(existing), "--quiet"]) == 2
+    assert main(["model", "pretrain", "--public", "pub", "--out", str(existing), "--quiet"]) == 2
     assert "exists; pass --overwrite" in capsys.readouterr().err and existing.read_bytes() == b"keep me"
     work = tmp_path / "work"
     work.mkdir()

@@ -9,6 +9,8 @@ from privsynth.commands._types import require_counts, seed_list
 
 
 def register(subparsers) -> None:
+    from privsynth.commands._surface import example
+
     p = subparsers.add_parser("agents", help="train IQL / TD3+BC / EDAC on a dataset, scored in the real environment")
     sub = p.add_subparsers(dest="agents_command", metavar="ACTION", required=True)
     t = sub.add_parser(
@@ -17,19 +19,21 @@ def register(subparsers) -> None:
         description="Agents use CORL's hyperparameters (docs/agents.md); states are normalised with the training "
         "data's own statistics. The environment and reference scores come from --eval-from (the REAL dataset) "
         "or, by default, from the training data's own info.",
+        epilog=example("agents train --data privsynth/umaze-synthetic-v0 --out runs/umaze",
+                       "--eval-from privsynth/pointmaze-umaze-v0 --agents td3bc,iql --seeds 0,1,2"),
     )
-    t.add_argument("--data", required=True, help="Minari dataset id of the training data")
-    t.add_argument("--eval-from", help="Minari id of the real dataset whose environment and reference scores are used")
-    t.add_argument("--agents", default="td3bc,iql", help="comma list of iql, td3bc, edac (default: %(default)s)")
-    t.add_argument("--seeds", default="0,1,2", help="comma list of seeds (default: %(default)s)")
+    t.add_argument("--data", required=True, metavar="ID", help="Minari dataset id of the training data")
+    t.add_argument("--eval-from", metavar="ID", help="Minari id of the real dataset whose environment and reference scores are used")
+    t.add_argument("--agents", default="td3bc,iql", metavar="A,B", help="comma list of iql, td3bc, edac (default: %(default)s)")
+    t.add_argument("--seeds", default="0,1,2", metavar="N|LIST", help="comma list of seeds (default: %(default)s)")
     t.add_argument("--updates", type=int, default=30_000, help="gradient updates per run (CORL: 1M; default %(default)s)")
     t.add_argument("--eval-every", type=int, default=2_000)
     t.add_argument("--eval-episodes", type=int, default=20, help="episodes per evaluation (CORL maze2d: 100)")
     t.add_argument("--final-k", type=int, default=10, help="final score = mean of the last K evaluations (paper: 10)")
     t.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                   help="matrix products of the 256x256 layers in fp32 or bf16 (about 1.5x faster on CPUs with "
-                        "avx512_bf16 or AMX; other scores than fp32, docs/agents.md; default %(default)s)")
-    t.add_argument("--out", type=Path, help="folder for per-run JSON files and summary.json (a folder holding an "
+                   help="matrix products (bf16: about 1.5x faster with avx512_bf16 or AMX, other scores than fp32; "
+                        "docs/agents.md; default %(default)s)")
+    t.add_argument("--out", type=Path, metavar="DIR", help="folder for per-run JSON files and summary.json (a folder holding an "
                    "earlier run's summary.json is refused unless --overwrite, which removes that run's files first)")
     t.add_argument("--overwrite", action="store_true", help="replace an earlier run's results in --out")
     t.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -3,7 +3,8 @@ records), tested against the privacy card's ε; the canary audit of the release 
 
 Why this module is long: one command serves three audit targets (a release, a checkpoint, the canary pipeline) with
 one verdict rule and one set of exit codes; the parser, the three runs and the shared verdict printing stay together
-so the rule cannot drift between them (issue 38 splits the CLI by verb).
+so the rule cannot drift between them. The modes are subcommands (membership, canary, engine);
+the flat form of the previous release is the hidden ``audit legacy``.
 """
 from __future__ import annotations
 
@@ -24,64 +25,128 @@ EXIT_CODES = ("exit status: 0 = consistent (the design could have refuted the cl
               "members, or canaries, a test of it needs)")
 
 
-def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "audit",
-        help="membership-inference audit of a released dataset (data-only) and/or a synthesizer checkpoint "
-        "(white-box); canary audit of the release pipeline",
-        description="Score the fine-tuning records (members) and held-out records from the same distribution "
-        "(non-members); members are the positive class. --release: data-only attacks on the published synthetic "
-        "data (DCR, calibrated DCR, DOMIAS); --checkpoint: white-box attacks on the released EMA weights; "
-        "--canaries M: insert M canaries into --sensitive, run the real release pipeline and lower-bound epsilon. "
-        "Data-only and white-box results are tested against the privacy card's epsilon (one-run bound on "
-        "member/non-member pairs). Writes the JSON, a markdown report and a ROC plot (computed on sensitive data, not "
-        "covered by the card). See docs/audit.md.",
-        epilog=EXIT_CODES[0].upper() + EXIT_CODES[1:] + ".",
-    )
-    p.add_argument("--release", default=None, help="Minari id (or .npz cache) of the released synthetic dataset")
-    p.add_argument("--checkpoint", default=None, help="synthesizer checkpoint (.pt) to attack with white-box attacks")
-    p.add_argument("--members", default=None, help="Minari dataset id (or .npz cache) of the fine-tuning records")
-    p.add_argument("--non-members", default=None, help="Minari dataset id (or .npz cache) of held-out records")
-    p.add_argument("--out", required=True,
-                   help="where to write the audit JSON, a .json path (report: same stem, .md and -roc.png)")
-    p.add_argument("--reference", default=None,
-                   help="attacker's reference records from the same population (dataset id: data-only calibrated "
-                   "attacks); a .pt path is taken as --reference-model")
-    p.add_argument("--reference-model", default=None, help="public pre-trained checkpoint: the calibrated white-box attack")
-    p.add_argument("--attacks", default=None,
+_DESCRIPTION = (
+    "Score members (the fine-tuning records) against held-out non-members: data-only attacks on --release (DCR, "
+    "DOMIAS), white-box attacks on --checkpoint; test the card's epsilon. Writes JSON, a report and a ROC plot "
+    "(from sensitive data: not covered by the card). See docs/audit.md.")
+
+
+def _membership_options(p: argparse.ArgumentParser, *, legacy: bool = False) -> None:
+    p.add_argument("--release", default=None, metavar="ID",
+                   help="Minari id (or .npz cache) of the released synthetic dataset")
+    p.add_argument("--checkpoint", default=None, metavar="PATH",
+                   help="synthesizer checkpoint (.pt) to attack with white-box attacks")
+    p.add_argument("--members", default=None, metavar="ID",
+                   help="Minari dataset id (or .npz cache) of the fine-tuning records")
+    p.add_argument("--non-members", default=None, metavar="ID",
+                   help="Minari dataset id (or .npz cache) of held-out records")
+    p.add_argument("--reference", default=None, metavar="ID",
+                   help="attacker's reference records from the same population (data-only calibrated attacks)")
+    p.add_argument("--reference-model", default=None, metavar="PATH",
+                   help="public pre-trained checkpoint: the calibrated white-box attack")
+    p.add_argument("--attacks", default=None, metavar="A,B",
                    help="white-box: comma list of loss, pia, score_norm, loss_ref (default loss,pia[,loss_ref])")
-    p.add_argument("--data-attacks", default=None,
-                   help="data-only: comma list of dcr, dcr_ref, domias (default dcr[,dcr_ref,domias with --reference])")
-    p.add_argument("--unit", choices=DATA_UNITS, default="transition", help="what one member is")
+    p.add_argument("--data-attacks", default=None, metavar="A,B",
+                   help="data-only: comma list of dcr, dcr_ref, domias (default dcr[,dcr_ref,domias])")
     p.add_argument("--sigma", type=float, default=0.1, help="noise level of the loss attack (PrivORL: 0.1)")
     p.add_argument("--repeats", type=int, default=64, help="noise draws averaged by the loss attack (PrivORL: 64)")
     p.add_argument("--max-units", type=int, default=1000, help="members and non-members scored, each (PrivORL: 1000)")
-    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates for the intervals (0 = none)")
-    p.add_argument("--seed", type=int, default=0,
-                   help="subsampling, pairing, attack noise draws and bootstrap (the audit's design, not privacy)")
-    p.add_argument("--guesses", type=int, default=None,
-                   help="guesses on each side of the one-run ε test, fixed in advance (default: a tenth of the "
-                   "member/non-member pairs, i.e. of the smaller set, data-only and white-box; m/10 with --canaries)")
-    p.add_argument("--plot", default=None, help="ROC plot path (default: <out stem>-roc.png)")
-    p.add_argument("--report", default=None, help="markdown report path (default: <out stem>.md)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace the JSON, report and plot of an earlier audit at these paths (refused otherwise)")
-    c = p.add_argument_group("canary audit of the release pipeline (privsynth.release.synthesize)")
-    c.add_argument("--canaries", type=int, default=0, help="number m of canary units (each included w.p. 1/2)")
-    c.add_argument("--sensitive", default=None, help="sensitive dataset id the canaries are inserted into")
-    c.add_argument("--public", default=None, help="comma-separated public dataset ids (pre-training, canary design)")
-    c.add_argument("--pretrained", default=None, help="shipped pre-trained name or checkpoint (skips pre-training)")
+    if not legacy:
+        p.add_argument("--epsilon", dest="claimed_epsilon", type=float, default=None,
+                       help="claimed epsilon to test (default: the privacy card's)")
+
+
+def _canary_options(p: argparse.ArgumentParser, *, legacy: bool = False) -> None:
+    c = p.add_argument_group("canary audit of the release pipeline (privsynth.release.synthesize)") if legacy else p
+    c.add_argument("--canaries", type=int, default=0, required=not legacy,
+                   help="number m of canary units (each included w.p. 1/2)")
+    c.add_argument("--sensitive", default=None, metavar="ID",
+                   help="sensitive dataset id the canaries are inserted into")
+    c.add_argument("--public", default=None, metavar="ID,ID",
+                   help="comma-separated public dataset ids (pre-training, canary design)")
+    c.add_argument("--pretrained", default=None, metavar="PATH",
+                   help="shipped pre-trained name or checkpoint (skips pre-training)")
     c.add_argument("--epsilon", type=float, default=1.0, help="claimed epsilon of the audited release")
     c.add_argument("--delta", type=float, default=1e-5)
     c.add_argument("--noise", choices=["on", "off", "both"], default="both",
                    help="off = the no-privacy ablation of the same config (noise and clipping disabled)")
     c.add_argument("--canary-length", type=int, default=None,
                    help="transitions per canary (default: 16 with --unit trajectory, 1 with --unit transition)")
-    c.add_argument("--samples", type=int, default=20_000, help="synthetic transitions released per run")
+    c.add_argument("-n", "--samples", dest="samples", type=int, default=20_000,
+                   help="synthetic transitions released per run")
     c.add_argument("--finetune-epochs", type=float, default=50.0, help="fine-tuning epochs of the audited runs")
-    c.add_argument("--finetune-batch-size", type=int, default=256, help="transitions per step (unit transition, noise off)")
-    c.add_argument("--config", choices=["demo", "cpu"], default="demo", help="synthesizer preset")
-    p.set_defaults(func=run)
+    c.add_argument("--finetune-batch-size", type=int, default=256,
+                   help="transitions per step (unit transition, noise off)")
+    c.add_argument("--config", choices=["demo", "cpu"], default="demo", metavar="PRESET",
+                   help="synthesizer preset: demo | cpu")
+
+
+def _shared_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, metavar="PATH",
+                   help="the audit JSON to write, a .json path (report: same stem, .md and -roc.png)")
+    p.add_argument("--unit", choices=DATA_UNITS, default="transition", metavar="UNIT",
+                   help="what one member is: transition | trajectory")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates for the intervals (0 = none)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="subsampling, pairing, attack noise draws and bootstrap (the audit's design, not privacy)")
+    p.add_argument("--guesses", type=int, default=None,
+                   help="guesses on each side of the one-run epsilon test, fixed in advance (default: a tenth of "
+                        "the member/non-member pairs; m/10 canaries)")
+    p.add_argument("--plot", default=None, metavar="PATH", help="ROC plot path (default: <out stem>-roc.png)")
+    p.add_argument("--report", default=None, metavar="PATH", help="markdown report path (default: <out stem>.md)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the JSON, report and plot of an earlier audit at these paths (refused otherwise)")
+
+
+def _defaults(*adders) -> dict:
+    """The defaults of the options a mode does not take (``run`` reads one namespace for every mode)."""
+    full = argparse.ArgumentParser(add_help=False)
+    for add in adders:
+        add(full)
+    return {a.dest: a.default for a in full._actions}
+
+
+def register(subparsers) -> None:
+    from privsynth.commands._surface import example, hidden_parser
+    from privsynth.commands.privacy import add_engine_options
+
+    p = subparsers.add_parser(
+        "audit", help="audits: membership inference (release / checkpoint), canaries through the release "
+                      "pipeline, the DP-SGD engine")
+    sub = p.add_subparsers(dest="audit_command", metavar="MODE", required=True)
+    exit_codes = EXIT_CODES[0].upper() + EXIT_CODES[1:] + ".\n"
+    mem = sub.add_parser(
+        "membership", help="membership inference on a release (data-only) and/or a checkpoint (white-box)",
+        description=_DESCRIPTION, epilog=exit_codes + example(
+            "audit membership --release privsynth/umaze-synthetic-v0 --out audit/umaze.json",
+            "--members privsynth/umaze-members-v0 --non-members privsynth/umaze-nonmembers-v0"))
+    _membership_options(mem)
+    _shared_options(mem)
+    mem.set_defaults(func=run, **{**_defaults(_canary_options), "canaries": 0})
+    can = sub.add_parser(
+        "canary", help="insert m canaries into --sensitive, run the release pipeline, lower-bound epsilon",
+        description="Canary audit of the release pipeline (privsynth.release.synthesize): each canary is included "
+                    "with probability 1/2, the pipeline runs for real, and the guesses give an empirical lower "
+                    "bound on epsilon tested against --epsilon. See docs/audit.md.",
+        epilog=exit_codes + example(
+            "audit canary --canaries 200 --epsilon 1 --out audit/canary.json",
+            "--sensitive privsynth/pointmaze-umaze-v0 --public privsynth/pointmaze-open-v0"))
+    _canary_options(can)
+    _shared_options(can)
+    can.set_defaults(func=run, **{k: v for k, v in _defaults(_membership_options).items() if k != "epsilon"})
+    eng = sub.add_parser(
+        "engine", help="one-run canary audit of the DP-SGD engine: an empirical lower bound on epsilon",
+        description="Train the DP-SGD engine on a toy task with canaries and test the empirical epsilon lower "
+                    "bound against the claim (the accountant's epsilon for --epsilon). Exit status 1 if refuted.",
+        epilog=example("audit engine --epsilon 1 --canaries 1000 --clipping bk"))
+    add_engine_options(eng)
+    # the flat `privsynth audit --release ...` of the previous release (cli._legacy_argv routes it here)
+    legacy = hidden_parser(sub, "legacy", "audit membership (or: audit canary)", old="audit --OPTIONS",
+                           description=_DESCRIPTION)
+    _membership_options(legacy, legacy=True)
+    _shared_options(legacy)
+    _canary_options(legacy, legacy=True)
+    legacy.set_defaults(func=run)
 
 
 def _load_synth(path: str):
@@ -285,6 +350,8 @@ def run(args: argparse.Namespace) -> int:
     if not card and target is not None:
         card = _card_of_synth(target)
     # the claim under test and the design of the guesses, fixed before any score is seen
+    if getattr(args, "claimed_epsilon", None) is not None:  # --epsilon overrides the card's claim
+        card = {**card, "epsilon": args.claimed_epsilon}
     claim, _ = claim_of(card)
     data_names = wb_names = []
     if release is not None:

@@ -1,4 +1,5 @@
-"""``privsynth baseline pgm|privsyn|pategan|prepategan``: a classic DP baseline from public + sensitive data to a
+"""``privsynth baseline pgm|privsyn|pategan|prepategan`` (deprecated alias of ``privsynth synthesize --synth
+NAME``): a classic DP baseline from public + sensitive data to a
 released Minari dataset with its privacy card. Also the benchmark-runner cell ``baseline_synthesize``
 (``kind: privsynth.commands.baselines:synthesize_cell`` in a suite). See docs/baselines.md."""
 from __future__ import annotations
@@ -14,9 +15,11 @@ NAMES = ("pgm", "privsyn", "pategan", "prepategan")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "baseline",
-        help="run a classic DP baseline (PGM, PrivSyn, PATE-GAN, PrePATE-GAN) and release its synthetic dataset",
+    from privsynth.commands._surface import hidden_parser
+
+    # deprecated alias (one release): `privsynth synthesize --synth pgm|privsyn|pategan|prepategan`
+    p = hidden_parser(
+        subparsers, "baseline", "synthesize --synth NAME (--num-samples is -n/--samples)",
         description="Fit a DP tabular baseline on sensitive transitions (public data sets the bins / normaliser / "
         "pre-training), sample, and write the synthetic dataset with its privacy card. See docs/baselines.md.",
     )

@@ -5,24 +5,28 @@ import argparse
 
 
 def register(subparsers) -> None:
+    from privsynth.commands._surface import example, hidden_option
+
     p = subparsers.add_parser(
         "bench",
         help="run a benchmark suite (grid of synthesizers x epsilon x agents x seeds); re-runs skip finished cells",
         description="Run the suite's cells stage by stage in parallel processes, store one JSON per cell under "
         "RESULTS/<suite>/cells, and write tables (markdown, HTML) and plots. See docs/benchmarks.md.",
+        epilog=example("bench evaluation/suites/smoke.yaml --workers 2"),
     )
     p.add_argument("suite", help="suite YAML, e.g. evaluation/suites/smoke.yaml")
     p.add_argument("--workers", type=int, default=None, help="parallel processes (default: the suite's, else 1)")
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="local: a process pool on this machine (default); ray: one Ray task per cell, reserving the "
                    "stage's 'cpus' (pip install 'privsynth[ray]'; see docs/scale_out.md)")
-    p.add_argument("--address", default=None,
+    p.add_argument("--address", default=None, metavar="HOST:PORT",
                    help="Ray cluster to join (e.g. auto or ray://head:10001); default: start a local Ray instance")
-    p.add_argument("--results-dir", default=None, help="root for results (default: the suite's, else evaluation/results)")
+    p.add_argument("--results-dir", default=None, metavar="DIR", help="root for results (default: the suite's, else evaluation/results)")
     p.add_argument("--only", action="append", default=None, metavar="STAGE", help="run only this stage (repeatable)")
     p.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
     p.add_argument("--tables-only", action="store_true", help="rewrite tables and plots from stored cells")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--quiet", dest="no_progress", action="store_true", help="no progress bars")
+    hidden_option(p, "--no-progress", dest="no_progress", action="store_true")
     p.set_defaults(func=run)
 
 

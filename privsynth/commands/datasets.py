@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from privsynth.data.units import DATA_UNITS
 from privsynth.commands._dataset_export import export_command
+from privsynth.commands._surface import example, hidden_option
 from privsynth.errors import InvalidData, PrivsynthError
 
 if TYPE_CHECKING:
@@ -32,9 +34,9 @@ def register(subparsers: Any) -> None:
     make.set_defaults(func=lambda args: _help(make))
     make_sub = make.add_subparsers(dest="generator", metavar="GENERATOR")
     pm = make_sub.add_parser(
-        "pointmaze", help="PointMaze, made as D4RL maze2d (waypoint controller + action noise, one long run)"
-    )
-    pm.add_argument("--maze", default="umaze", help="open | umaze | medium | large (default umaze)")
+        "pointmaze", help="PointMaze, made as D4RL maze2d (waypoint controller + action noise, one long run)",
+        epilog=example("datasets make pointmaze --maze umaze --steps 100000"))
+    pm.add_argument("--maze", default="umaze", metavar="MAZE", help="open | umaze | medium | large (default umaze)")
     pm.add_argument("--steps", type=int, default=100_000, help="environment steps to collect (default 100000)")
     pm.add_argument("--seed", type=int, default=0, help="seed of the environment reset, action noise and waypoints")
     pm.add_argument("--dense", action="store_true", help="dense reward exp(-distance) instead of sparse 0/1")
@@ -46,9 +48,10 @@ def register(subparsers: Any) -> None:
     pm.set_defaults(func=_make_pointmaze)
 
     loco = make_sub.add_parser(
-        "locomotion", help="MuJoCo HalfCheetah / Walker2d / Hopper, made as D4RL from the shipped SAC policies"
-    )
-    loco.add_argument("--env", default="halfcheetah", help="halfcheetah | walker2d | hopper (default halfcheetah)")
+        "locomotion", help="MuJoCo HalfCheetah / Walker2d / Hopper, made as D4RL from the shipped SAC policies",
+        epilog=example("datasets make locomotion --env hopper --kind medium"))
+    loco.add_argument("--env", default="halfcheetah", metavar="ENV",
+                      help="halfcheetah | walker2d | hopper (default halfcheetah)")
     loco.add_argument(
         "--kind", default="medium", help="random | medium | expert | medium-replay | medium-expert (default medium)"
     )
@@ -59,18 +62,19 @@ def register(subparsers: Any) -> None:
     loco.add_argument("--quiet", action="store_true", help="no progress bar")
     loco.set_defaults(func=_make_locomotion)
 
-    ls = sub.add_parser("list", help="list local datasets")
+    ls = sub.add_parser("list", help="list local datasets", epilog=example("datasets list --json"))
     ls.add_argument("--json", action="store_true", help="print JSON")
     ls.set_defaults(func=_list)
 
-    show = sub.add_parser("show", help="episodes, steps, dims, reference scores and privacy card of a dataset")
+    show = sub.add_parser("show", help="episodes, steps, dims, reference scores and privacy card of a dataset",
+                          epilog=example("datasets show privsynth/pointmaze-umaze-v0"))
     show.add_argument("dataset_id", nargs="?", metavar="ID")
     show.add_argument("--json", action="store_true", help="print JSON")
     show.set_defaults(func=_show)
 
     imp = sub.add_parser(
         "import", help="import your data: .csv / .parquet (column layout in docs/datasets.md) or a D4RL-style .npz",
-    )
+        epilog=example("datasets import logs.csv --name hospital/icu-v0 --env-id Pendulum-v1"))
     imp.add_argument("path", nargs="?", metavar="FILE", help=".csv, .parquet or .npz file")
     imp.add_argument("--name", default=None, help="dataset id (default: the file name)")
     imp.add_argument("--env-id", default=None,
@@ -86,11 +90,13 @@ def register(subparsers: Any) -> None:
                      help="rename a column role: reward, terminal, truncated or episode_id (repeatable)")
     imp.add_argument("--ref-min", type=float, default=None, help="reference return of a random policy (public)")
     imp.add_argument("--ref-max", type=float, default=None, help="reference return of an expert policy (public)")
-    imp.add_argument("--public", action="store_true", help="mark the data public (default: sensitive)")
+    imp.add_argument("--mark-public", dest="public", action="store_true", help="mark the data public (default: sensitive)")
+    hidden_option(imp, "--public", dest="public", action="store_true")
     imp.add_argument("--overwrite", action="store_true", help="replace an existing dataset with this id")
     imp.set_defaults(func=_import)
 
-    exp = sub.add_parser("export", help="write a dataset as a D4RL-style .npz or a d3rlpy dataset file")
+    exp = sub.add_parser("export", help="write a dataset as a D4RL-style .npz or a d3rlpy dataset file",
+                         epilog=example("datasets export privsynth/umaze-synthetic-v0 umaze.npz"))
     exp.add_argument("dataset_id", nargs="?", metavar="ID", help="local dataset id")
     exp.add_argument("path", nargs="?", metavar="FILE",
                      help="output file (npz: '.npz' is appended when FILE does not end in it; d3rlpy: e.g. .h5)")
@@ -103,17 +109,21 @@ def register(subparsers: Any) -> None:
     exp.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     exp.set_defaults(func=export_command)
 
-    sp = sub.add_parser("split", help="split a dataset at random into members and non-members (for audits)")
+    sp = sub.add_parser("split", help="split a dataset at random into members and non-members (for audits)",
+                        epilog=example("datasets split privsynth/pointmaze-umaze-v0 --unit trajectory",
+                                       "--members privsynth/umaze-members-v0 --non-members privsynth/umaze-nonmembers-v0"))
     sp.add_argument("dataset_id", nargs="?", metavar="ID")
     sp.add_argument("--fraction", type=float, default=0.8, help="share of the units that are members (default 0.8)")
-    sp.add_argument("--by", default="episode", help="unit drawn at random: episode | transition (default episode)")
+    sp.add_argument("--unit", choices=DATA_UNITS, default="trajectory", metavar="UNIT",
+                    help="unit drawn at random: transition | trajectory (an episode)")
+    hidden_option(sp, "--by", dest="by")
     sp.add_argument("--seed", type=int, default=0, help="seed of the random split (not private; no privacy noise)")
     sp.add_argument("--members", default=None, metavar="OUT_ID", help="id of the members part")
     sp.add_argument("--non-members", default=None, metavar="OUT_ID", help="id of the non-members part")
     sp.add_argument("--overwrite", action="store_true", help="replace existing output datasets")
     sp.set_defaults(func=_split)
 
-    rm = sub.add_parser("delete", help="delete a local dataset")
+    rm = sub.add_parser("delete", help="delete a local dataset", epilog=example("datasets delete privsynth/old-v0"))
     rm.add_argument("dataset_id", nargs="?", metavar="ID")
     rm.set_defaults(func=_delete)
 
@@ -357,6 +367,9 @@ def _split(args: argparse.Namespace) -> int:
     source = _need_id(args)
     if not args.members or not args.non_members:
         raise PrivsynthError("--members OUT_ID and --non-members OUT_ID are required")
+    from privsynth.data.split import split_for_unit
+
+    args.by = getattr(args, "by", None) or split_for_unit(args.unit)  # --by: the previous release's spelling
     parts = write_split(source, args.members, args.non_members, fraction=args.fraction, by=args.by, seed=args.seed,
                         overwrite=args.overwrite)
     kind = "sensitive" if parts[0][1].info.sensitive else "public"

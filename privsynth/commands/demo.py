@@ -9,6 +9,7 @@ from privsynth.errors import InvalidData
 
 
 def register(subparsers) -> None:
+    from privsynth.commands._surface import example
     from privsynth.demo import DemoConfig
 
     d = DemoConfig()
@@ -18,24 +19,25 @@ def register(subparsers) -> None:
         description="Run privsynth end to end on a small locally generated PointMaze task (a few minutes on 2 CPU "
         "cores). Datasets go to <out>/minari unless --store is given; the report is <out>/report.md, the audit "
         "<out>/audit.md (its verdict on the card's ε, and the privsynth audit command that repeats it).",
+        epilog=example("demo --epsilon 10 --out demo-out"),
     )
-    p.add_argument("--out", default=d.out, help="output folder (default: %(default)s)")
+    p.add_argument("--out", default=d.out, metavar="DIR", help="output folder (default: %(default)s)")
     p.add_argument("--epsilon", type=float, default=d.epsilon, help="privacy budget ε (default: %(default)s)")
     p.add_argument("--delta", type=float, default=d.delta, help="δ (default: %(default)s)")
-    p.add_argument("--unit", choices=DATA_UNITS, default=d.unit,
-                   help="privacy unit; the sensitive set is split into members and non-members at this unit (by "
+    p.add_argument("--unit", choices=DATA_UNITS, default=d.unit, metavar="UNIT",
+                   help="privacy unit, transition | trajectory; the sensitive set is split into members and non-members at this unit (by "
                    "transition, or by episode for trajectory), so the audit can test the card's ε (default: "
                    "%(default)s)")
     p.add_argument("--sensitive-steps", type=int, default=d.sensitive_steps)
     p.add_argument("--public-steps", type=int, default=d.public_steps, help="steps per public map")
     p.add_argument("-n", "--samples", type=int, default=d.n_samples, help="synthetic transitions to release")
-    p.add_argument("--agents", default="", help="comma list (td3bc, iql, edac) trained on synthetic and real data")
+    p.add_argument("--agents", default="", metavar="A,B", help="comma list (td3bc, iql, edac) trained on synthetic and real data")
     p.add_argument("--agent-updates", type=int, default=d.agent_updates)
     p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--threads", type=positive_int, default=None,
-                   help="torch threads (default: the cores left idle by other jobs, measured at start)")
+    # the global `privsynth --threads N|auto demo` is the one spelling; demo's own --threads N stays hidden
+    p.add_argument("--threads", type=positive_int, default=None, help=argparse.SUPPRESS)
     # SUPPRESS: an unset demo --store must not mask the global one (privsynth --store DIR demo)
-    p.add_argument("--store", default=argparse.SUPPRESS,
+    p.add_argument("--store", default=argparse.SUPPRESS, metavar="DIR",
                    help="Minari store for the demo datasets (default: the global --store, else <out>/minari)")
     p.add_argument("--member-fraction", type=float, default=d.member_fraction,
                    help="share of the sensitive units (transitions, or episodes for --unit trajectory) that are "

@@ -9,6 +9,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from privsynth.commands._surface import example
+
 from privsynth.commands._types import refuse_existing, require_counts, seed_list
 from privsynth.errors import InvalidData
 
@@ -23,15 +25,17 @@ def register(subparsers: Any) -> None:
         help="score a synthetic dataset against the real one: fidelity, TrajScore, RL checks, agents",
         description="Evaluate a synthetic dataset against the real dataset it imitates and write report.json + "
         "report.md. Datasets are ids in the local Minari store (see `privsynth datasets list`).",
+        epilog=example("evaluate --synthetic privsynth/umaze-synthetic-v0 --out reports/umaze.json",
+                       "--real privsynth/pointmaze-umaze-v0 --agents td3bc,iql --seeds 3"),
     )
     p.add_argument("--synthetic", required=True, metavar="ID", help="synthetic dataset id")
     p.add_argument("--real", required=True, metavar="ID", help="real dataset id (its environment is the simulator)")
     p.add_argument("--public", metavar="ID", default=None,
                    help="public dataset id whose trajectories train the TrajScore encoder (no TrajScore without it "
                         "or --trajscore-encoder)")
-    p.add_argument("--trajscore-encoder", metavar="FILE", default=None,
+    p.add_argument("--trajscore-encoder", metavar="PATH", default=None,
                    help="encoder file: loaded if it exists, else trained on --public and saved there")
-    p.add_argument("--agents", type=_csv, default=[], metavar="LIST",
+    p.add_argument("--agents", type=_csv, default=[], metavar="A,B",
                    help="comma-separated agents trained on the synthetic data, e.g. td3bc,iql (default: none)")
     p.add_argument("--seeds", default="3", metavar="N|LIST",
                    help="agent seeds: a count N (seeds 0..N-1) or a comma list as in 'agents train' (default 3)")
@@ -40,15 +44,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--eval-every", type=int, default=None, metavar="N", help="agent evaluation period in updates")
     p.add_argument("--eval-episodes", type=int, default=None, metavar="N", help="episodes per agent evaluation")
     p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                   help="agents' matrix products in fp32 or bf16 (faster on CPUs with avx512_bf16 or AMX; "
-                        "docs/agents.md; default %(default)s)")
+                   help="agents' matrix products (bf16: faster with avx512_bf16 or AMX; default %(default)s)")
     p.add_argument("--agents-on-real", action="store_true", help="also train the agents on the real data")
     p.add_argument("--max-rows", type=int, default=None, metavar="N",
                    help="cap rows for marginal/correlation (seeded subsample; default: all rows)")
     p.add_argument("--max-transitions", type=int, default=5000, metavar="N",
                    help="transitions per dataset stepped through the simulator (default 5000)")
     p.add_argument("--no-tsne", action="store_true", help="skip the t-SNE plot")
-    p.add_argument("--out", type=Path, default=Path("report.json"),
+    p.add_argument("--out", type=Path, default=Path("report.json"), metavar="PATH",
                    help="report path (.json), or a directory to write report.json into (default report.json)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an earlier report (JSON, markdown, t-SNE plot) at --out (refused otherwise)")

@@ -7,9 +7,11 @@ from pathlib import Path
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "expert",
-        help="expert-level DP: SVT stable-prefix release and selective / expert-level DP-SGD (CartPole, Acrobot)",
+    from privsynth.commands._surface import hidden_parser
+
+    # deprecated alias (one release) of `privsynth method run expert-svt`
+    p = hidden_parser(
+        subparsers, "expert", "method run expert-svt (data: method data expert-svt ID)",
         description="Expert-level differential privacy for offline RL (Sharma, Vinod et al., TMLR 2025): the private "
         "unit is an expert policy with all its trajectories.",
     )

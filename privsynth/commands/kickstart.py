@@ -21,7 +21,10 @@ def _suite_cfg(args: argparse.Namespace):
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("kickstart", help="privacy-preserving kickstarting: Dirichlet teacher, PPO student")
+    from privsynth.commands._surface import hidden_parser
+
+    # deprecated alias (one release) of `privsynth method`
+    p = hidden_parser(subparsers, "kickstart", "method run kickstart")
     sub = p.add_subparsers(dest="kick_cmd", metavar="COMMAND")
     p.set_defaults(func=lambda _args: (p.print_help(), 2)[1])
 

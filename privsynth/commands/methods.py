@@ -9,7 +9,10 @@ from privsynth.commands._types import float_list, int_list
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("methods", help="DP offline-RL methods of the reference papers (DP-APVI, DP-VAPVI)")
+    from privsynth.commands._surface import hidden_parser
+
+    # deprecated alias (one release) of `privsynth method`
+    p = hidden_parser(subparsers, "methods", "method run dp-apvi|dp-vapvi (dp-apvi-release: method run dp-apvi --out-dataset ID)")
     sub = p.add_subparsers(dest="method", metavar="METHOD")
     p.set_defaults(func=lambda _args: (p.print_help(), 2)[1])
 

@@ -10,7 +10,10 @@ from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("primorl", help="PriMORL: trajectory-level DP ensemble + SAC in the pessimistic private model")
+    from privsynth.commands._surface import hidden_parser
+
+    # deprecated alias (one release) of `privsynth method`
+    p = hidden_parser(subparsers, "primorl", "method run primorl (data: method data primorl ID)")
     sub = p.add_subparsers(dest="primorl_cmd", metavar="COMMAND")
     p.set_defaults(func=lambda _args: (p.print_help(), 2)[1])
 

@@ -5,10 +5,36 @@ import argparse
 import json
 from pathlib import Path
 
+from privsynth.commands._surface import hidden_option, hidden_parser
 from privsynth.errors import InvalidData, PrivacyError
 
 
+def add_engine_options(p: argparse.ArgumentParser) -> None:
+    """Options of the DP-SGD engine audit (``privsynth audit engine``; the hidden ``privacy audit`` of the previous
+    release takes the same, its old spellings hidden)."""
+    p.add_argument("--epsilon", dest="target_epsilon", type=float, default=1.0,
+                   help="epsilon the engine calibrates to; the claim tested (the run's epsilon)")
+    hidden_option(p, "--target-epsilon", dest="target_epsilon", type=float)
+    p.add_argument("--delta", type=float, default=1e-5)
+    p.add_argument("--epochs", type=float, default=4.0)
+    p.add_argument("--batch-size", type=int, default=50)
+    p.add_argument("--canaries", type=int, default=1000, help="canaries, each included with probability 1/2")
+    p.add_argument("--guesses", type=int, default=150, help="guesses on each side (top 'in', bottom 'out')")
+    p.add_argument("--clipping", dest="mode", choices=["ghost", "hooks", "bk"], default="bk",
+                   help="clipping mode to audit")
+    hidden_option(p, "--mode", dest="mode", choices=["ghost", "hooks", "bk"])
+    p.add_argument("--accountant", choices=["rdp", "pld", "prv"], default="rdp")
+    p.add_argument("--noise-multiplier", type=float, default=None,
+                   help="override the calibrated noise (0 simulates an engine with noise disabled)")
+    hidden_option(p, "--claimed-epsilon", dest="claimed_epsilon", type=float, default=None)
+    p.add_argument("--seed", type=int, default=0, help="picks the canaries (never the DP noise)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.set_defaults(func=_audit)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from privsynth.commands._surface import example
+
     parser = subparsers.add_parser("privacy", help="privacy accounting: epsilon, noise calibration, privacy cards")
     sub = parser.add_subparsers(dest="privacy_command", metavar="ACTION")
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
@@ -20,34 +46,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument("--accountant", choices=["rdp", "pld", "prv"], default="rdp")
         p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
-    eps = sub.add_parser("epsilon", help="epsilon spent by T steps of Poisson-subsampled Gaussian noise")
+    eps = sub.add_parser("epsilon", help="epsilon spent by T steps of Poisson-subsampled Gaussian noise",
+                         epilog=example("privacy epsilon --noise-multiplier 1.1 --sample-rate 0.01 --steps 10000",
+                                        "--delta 1e-5"))
     eps.add_argument("--noise-multiplier", type=float, required=True, help="noise std / clip norm (sigma)")
     common(eps)
     eps.set_defaults(func=_epsilon)
 
-    noise = sub.add_parser("noise", help="smallest noise multiplier whose run spends at most the target epsilon")
+    noise = sub.add_parser("noise", help="smallest noise multiplier whose run spends at most the target epsilon",
+                           epilog=example("privacy noise --epsilon 1 --sample-rate 0.01 --steps 10000 --delta 1e-5"))
     noise.add_argument("--epsilon", type=float, required=True, help="target epsilon")
     common(noise)
     noise.set_defaults(func=_noise)
 
-    audit = sub.add_parser("audit", help="one-run canary audit of the DP-SGD engine: an empirical lower bound on epsilon")
-    audit.add_argument("--target-epsilon", type=float, default=1.0, help="epsilon the engine calibrates to")
-    audit.add_argument("--delta", type=float, default=1e-5)
-    audit.add_argument("--epochs", type=float, default=4.0)
-    audit.add_argument("--batch-size", type=int, default=50)
-    audit.add_argument("--canaries", type=int, default=1000, help="canaries, each included with probability 1/2")
-    audit.add_argument("--guesses", type=int, default=150, help="guesses on each side (top 'in', bottom 'out')")
-    audit.add_argument("--mode", choices=["ghost", "hooks", "bk"], default="bk", help="clipping mode to audit")
-    audit.add_argument("--accountant", choices=["rdp", "pld", "prv"], default="rdp")
-    audit.add_argument("--noise-multiplier", type=float, default=None,
-                       help="override the calibrated noise (0 simulates an engine with noise disabled)")
-    audit.add_argument("--claimed-epsilon", type=float, default=None,
-                       help="epsilon to test (default: the epsilon the engine reports for the run)")
-    audit.add_argument("--seed", type=int, default=0)
-    audit.add_argument("--json", action="store_true")
-    audit.set_defaults(func=_audit)
+    # deprecated alias (one release): the DP-SGD engine audit is `privsynth audit engine`
+    audit = hidden_parser(sub, "audit", "audit engine (--target-epsilon is --epsilon, --mode is --clipping)")
+    add_engine_options(audit)
 
-    card = sub.add_parser("card", help="print the privacy card of a released dataset, a ledger JSON file or a directory")
+    card = sub.add_parser("card",
+                          help="print the privacy card of a released dataset, a ledger JSON file or a directory",
+                          epilog=example("privacy card privsynth/umaze-synthetic-v0"))
     card.add_argument("ledger", help="a released dataset id (e.g. privsynth/umaze-synthetic-v0), its Minari folder, "
                                      "privacy_ledger.json, or a released directory that contains it")
     card.add_argument("--json", action="store_true", help="print the card as JSON instead of markdown")

@@ -1,4 +1,4 @@
-"""``privsynth synthesize-traj``: trajectory-level DP synthesis (PrivORL-j and its baselines) from the shell.
+"""``privsynth synthesize-traj`` (deprecated alias of ``privsynth synthesize --synth privorl-j``): trajectory-level DP synthesis (PrivORL-j and its baselines) from the shell.
 
 One command runs the whole pipeline: pre-train on public datasets, DP fine-tune on the sensitive one with the
 trajectory as the privacy unit, stitch trajectories, and release them through the guard as a Minari dataset. Thin
@@ -17,10 +17,11 @@ MODELS = {"privorl-j": "transformer", "privorl-j-unet": "unet", "privorl-j-u": "
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "synthesize-traj",
-        help="trajectory-level DP synthetic dataset (PrivORL-j, U-Net or DP-Transformer), released with its card",
-    )
+    from privsynth.commands._surface import hidden_parser
+
+    # deprecated alias (one release): `privsynth synthesize --synth privorl-j --unit trajectory`
+    p = hidden_parser(subparsers, "synthesize-traj",
+                      "synthesize --synth privorl-j|privorl-j-unet|dp-transformer --out-dataset ID")
     p.add_argument("--sensitive", required=True, help="Minari id of the sensitive dataset (one trajectory = one unit)")
     p.add_argument("--public", default="", help="comma-separated Minari ids of public datasets for pre-training")
     p.add_argument("--from-checkpoint", default=None, help="start from a saved (pre-trained) trajectory synthesizer")
