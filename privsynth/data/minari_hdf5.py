@@ -14,9 +14,18 @@ no object timestamps, as h5py's ``File(track_order=True)`` and ``create_dataset`
   :mod:`ctypes`, with plain integer ids: h5py's object layer (a Python object, a registry entry and a lock per id)
   costs as much as the HDF5 call itself. Where that library cannot be bound, h5py's low-level API does the same calls;
 * small datasets use HDF5's compact layout (the data sits in the object header: no separate allocation);
-* identical tiny flag arrays (``terminations``/``truncations`` of short episodes, e.g. ``[False]``) are stored once
-  and hard-linked from the other episodes: an HDF5 hard link is a name of the same object, and readers see an
-  ordinary dataset under each name. The file is a release, read, not appended to.
+* identical tiny flag arrays (``terminations``/``truncations`` of short episodes, e.g. ``[False]``), and tiny reward
+  arrays of a column with few distinct values (sparse rewards), are stored once and hard-linked from the other
+  episodes: an HDF5 hard link is a name of the same object, and readers see an ordinary dataset under each name. The
+  file is a release, read, not appended to.
+
+What makes it small (a one-transition episode of PointMaze is 136 bytes of data; issue 40): the file uses HDF5 1.8's
+object format (``libver`` V18, read by HDF5 >= 1.8, so by every h5py Minari supports), where a small group is one
+object header holding its links (about 230 bytes) instead of a symbol table with its own B-tree and heap (about
+1 kB); dataset headers reserve no room for attributes they never get (``H5Pset_dset_no_attrs_hint``: about 110
+instead of 280 bytes); group headers are sized for the links they will hold. A one-transition episode costs about
+1.1 kB (2.0 kB before): two groups, four or five small datasets and the root's index entry. That is HDF5's floor for
+Minari's per-episode groups (see docs/datasets.md, "Size on disk").
 """
 from __future__ import annotations
 
@@ -34,6 +43,7 @@ __all__ = ["minari_episode_bounds", "write_standard_hdf5"]
 
 _COMPACT_BYTES = 8192  # datasets up to this size live in their object header (HDF5's limit is 64 KiB)
 _SHARED_FLAG_ROWS = 4  # bool arrays up to this length are stored once per distinct value and hard-linked
+_SHARED_VALUES = 16  # a float column with at most this many distinct values (sparse rewards) is shared the same way
 
 
 def minari_episode_bounds(ds: OfflineDataset) -> tuple[np.ndarray, np.ndarray]:
@@ -70,6 +80,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "H5Dwrite": (_HERR, [_HID, _HID, _HID, _HID, _HID, _PTR]),  # dset, mem type, mem space, file space, dxpl, buf
     "H5Dclose": (_HERR, [_HID]),
     "H5Lcreate_hard": (_HERR, [_HID, _NAME, _HID, _NAME, _HID, _HID]),  # target loc, target name, loc, name, ...
+    "H5Pset_dset_no_attrs_hint": (_HERR, [_HID, ctypes.c_uint]),  # dcpl, minimize (HDF5 >= 1.10.5)
+    "H5Pset_est_link_info": (_HERR, [_HID, ctypes.c_uint, ctypes.c_uint]),  # gcpl, links, name length
 }
 
 
@@ -101,11 +113,12 @@ class _Column:
 
     def __init__(self, array: np.ndarray, tid: Any) -> None:
         self.array = np.ascontiguousarray(array)
+        few = self.array.ndim == 1 and len(np.unique(self.array[:100_000])) <= _SHARED_VALUES
         self.tid = tid
         self.row_shape = self.array.shape[1:]
         self.row_nbytes = self.array.itemsize * int(np.prod(self.row_shape, dtype=np.int64))
         self.address = self.array.ctypes.data
-        self.flags = self.array.dtype == np.bool_
+        self.shared = self.array.dtype == np.bool_ or (few and len(np.unique(self.array)) <= _SHARED_VALUES)
 
 
 class _LibCalls:
@@ -193,8 +206,13 @@ class _Writer:
         self._compact.set_layout(h5d.COMPACT)
         self._contiguous = h5p.create(h5p.DATASET_CREATE)
         self._gcpl = h5p.create(h5p.GROUP_CREATE)
+        self._gcpls: dict[tuple[int, int], Any] = {}
         for plist in (self._compact, self._contiguous, self._gcpl):
             plist.set_obj_track_times(False)  # as h5py's create_dataset / create_group
+        lib = _libhdf5()
+        if lib is not None:  # no room reserved for attributes the datasets never get (about 150 bytes each)
+            for plist in (self._compact, self._contiguous):
+                lib.H5Pset_dset_no_attrs_hint(plist.id, 1)
         self._scalar = h5s.create(h5s.SCALAR)
         self._h5s, self._h5t = h5s, h5t
         self._int64 = self._type(np.dtype(np.int64))
@@ -211,8 +229,19 @@ class _Writer:
             sid = self._spaces[shape] = self._h5s.create_simple(shape)
         return sid
 
-    def group(self, parent: Any, name: bytes) -> Any:
-        return self.calls.group(parent, name, self._gcpl)
+    def group(self, parent: Any, name: bytes, links: int = 0, name_len: int = 0) -> Any:
+        """A new group; ``links``/``name_len`` size its header for the links it will hold (else HDF5's default)."""
+        gcpl = self._gcpl
+        lib = _libhdf5()
+        if links and lib is not None:
+            gcpl = self._gcpls.get((links, name_len))
+            if gcpl is None:
+                from h5py import h5p
+
+                gcpl = self._gcpls[(links, name_len)] = h5p.create(h5p.GROUP_CREATE)
+                gcpl.set_obj_track_times(False)
+                lib.H5Pset_est_link_info(gcpl.id, links, name_len)
+        return self.calls.group(parent, name, gcpl)
 
     def close(self, group: Any) -> None:
         self.calls.close_group(group)
@@ -226,7 +255,7 @@ class _Writer:
     def rows(self, parent: Any, name: bytes, col: _Column, s: int, e: int, path: bytes) -> None:
         """Write rows ``s..e-1`` of ``col`` as dataset ``name`` of ``parent`` (at ``path``)."""
         shape = (e - s, *col.row_shape)
-        if col.flags and e - s <= _SHARED_FLAG_ROWS:
+        if col.shared and e - s <= _SHARED_FLAG_ROWS:
             key = (shape, col.array[s:e].tobytes())
             first = self._shared.get(key)
             if first is not None:
@@ -279,25 +308,29 @@ def write_standard_hdf5(
     fcpl = h5p.create(h5p.FILE_CREATE)  # creation order tracked and indexed, as h5py's track_order=True
     fcpl.set_link_creation_order(h5p.CRT_ORDER_TRACKED | h5p.CRT_ORDER_INDEXED)
     fcpl.set_attr_creation_order(h5p.CRT_ORDER_TRACKED | h5p.CRT_ORDER_INDEXED)
+    fapl = h5p.create(h5p.FILE_ACCESS)  # HDF5 1.8's object headers and link messages: a compact group per episode
+    fapl.set_libver_bounds(h5f.LIBVER_V18, h5f.LIBVER_LATEST)
     # h5py's lock serialises every HDF5 call of the process (the library is not thread-safe); the direct calls hold it
     with phil:
-        fid = h5f.create(str(file_path).encode(), h5f.ACC_TRUNC, fcpl=fcpl)
+        fid = h5f.create(str(file_path).encode(), h5f.ACC_TRUNC, fcpl=fcpl, fapl=fapl)
         try:
             w = _Writer(fid, calls)
             obs_cols = ([(b"observations", w.column(obs))] if obs_parts is None else
                         [(key, w.column(arr)) for key, arr in obs_parts.items()])
             step_cols = [(name, w.column(col)) for name, col in columns]
             ids_col = w.column(ds.episode_ids)
+            episode_links = 5 + int(with_ids)  # observations, actions, rewards, terminations, truncations[, infos]
+            key_len = max(len(key) for key, _ in obs_cols)
             for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
                 path = b"episode_%d" % i
-                g = w.group(w.root, path)
+                g = w.group(w.root, path, episode_links, 12)
                 try:
                     w.int_attr(g, b"id", i)
                     w.int_attr(g, b"total_steps", e - s)
                     if obs_parts is None:
                         w.rows(g, b"observations", obs_cols[0][1], s + i, e + i + 1, path)
                     else:
-                        og = w.group(g, b"observations")
+                        og = w.group(g, b"observations", len(obs_cols), key_len)
                         try:
                             for key, col in obs_cols:
                                 w.rows(og, key, col, s + i, e + i + 1, path + b"/observations")
@@ -306,7 +339,7 @@ def write_standard_hdf5(
                     for name, col in step_cols:
                         w.rows(g, name, col, s, e, path)
                     if with_ids:
-                        ig = w.group(g, b"infos")
+                        ig = w.group(g, b"infos", 1, 10)
                         try:
                             w.rows(ig, b"episode_id", ids_col, s, e, path + b"/infos")
                         finally:
