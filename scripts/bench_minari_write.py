@@ -6,8 +6,8 @@ For each size N, in one run:
   :func:`privsynth.data.minari_io.write_dataset`, as ``privsynth datasets make pointmaze --steps N`` writes it;
 * release: N independent transitions (one Minari episode each, the transition-level release layout) in PointMaze's
   spaces (the shipped ``pointmaze-umaze`` model's dataset template), written the same way;
-* the release exported as npz (``privsynth datasets export --format npz``) and, up to ``--d3rlpy-max`` rows, as a
-  d3rlpy file (d3rlpy's own writer: a few HDF5 datasets per episode, minutes at 1 M).
+* the release exported as npz and as a d3rlpy file (``privsynth datasets export --format npz|d3rlpy``), and, up to
+  ``--d3rlpy-max`` rows, d3rlpy's own ``ReplayBuffer.dump`` of the same rows for reference (minutes at 1 M).
 
 Rows are random (only the layout matters for the cost). Sizes are bytes allocated on disk (``du``); times are wall and
 CPU seconds of the write. Plain ``minari.load_dataset`` reads each release back and its last episode is checked.
@@ -88,29 +88,33 @@ def bench(n: int, template: Any, tmp: Path, d3rlpy_max: int) -> None:
                   timeouts=_d4rl_timeouts(release), episode_ids=release.episode_ids)
     _, wall, cpu = timed(lambda: np.savez(npz, **arrays))
     lines.append(("export npz", disk_bytes(npz), wall, cpu))
-    if n <= d3rlpy_max:
-        from privsynth.evaluation.agents.d3rlpy_export import to_d3rlpy
+    from privsynth.data.minari_hdf5 import write_d3rlpy_hdf5
+    from privsynth.evaluation.agents.d3rlpy_export import d3rlpy_arrays, to_d3rlpy
 
-        out = tmp / f"release-{n}.d3rlpy"
+    out = tmp / f"release-{n}.d3rlpy"
+    _, wall, cpu = timed(lambda: write_d3rlpy_hdf5(out, d3rlpy_arrays(release)))
+    lines.append(("export d3rlpy (privsynth's writer)", disk_bytes(out), wall, cpu))
+    if n <= d3rlpy_max:
+        theirs = tmp / f"release-{n}-d3rlpy-dump.d3rlpy"
 
         def dump() -> None:
-            with open(out, "w+b") as f:
+            with open(theirs, "w+b") as f:
                 to_d3rlpy(release).dump(f)
 
         _, wall, cpu = timed(dump)
-        lines.append(("export d3rlpy", disk_bytes(out), wall, cpu))
+        lines.append(("  d3rlpy's own ReplayBuffer.dump, for reference", disk_bytes(theirs), wall, cpu))
     print(f"\n{n:,} rows (load average {os.getloadavg()[0]:.1f}); plain minari reads the release back")
     print(f"  {'what':46s} {'MB on disk':>10s} {'x source':>9s} {'B/row':>7s} {'wall s':>7s} {'CPU s':>7s}")
     for what, size, wall, cpu in lines:
         print(f"  {what:46s} {size / 1e6:10.1f} {size / src:9.2f} {size / n:7.0f} {wall:7.1f} {cpu:7.1f}")
     if n > d3rlpy_max:
-        print(f"  export d3rlpy: skipped above --d3rlpy-max {d3rlpy_max:,} rows")
+        print(f"  d3rlpy's own dump: skipped above --d3rlpy-max {d3rlpy_max:,} rows (about 10 minutes at 1 M)")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, nargs="+", default=[20_000, 1_000_000])
-    ap.add_argument("--d3rlpy-max", type=int, default=20_000, help="largest size also exported with d3rlpy")
+    ap.add_argument("--d3rlpy-max", type=int, default=20_000, help="largest size also dumped by d3rlpy's writer")
     args = ap.parse_args()
     from privsynth.synth import TransitionSynthesizer
     from privsynth.synth.pretrained import resolve_pretrained

@@ -40,6 +40,7 @@ CARD = {"epsilon": 3.0, "delta": 1e-5, "unit": "transition", "neighbouring_relat
         "accountant": "rdp"}
 
 
+@pytest.mark.slow
 def test_plain_minari_reads_every_transition_of_a_lean_release(tmp_path):
     ds = _release_rows(300)
     ds = dataclasses.replace(ds, info=dataclasses.replace(ds.info, privacy_card=CARD))
@@ -83,3 +84,34 @@ def test_d3rlpy_export_of_a_lean_release_holds_every_transition(capsys, tmp_path
         assert bool(tr.terminal) == bool(ds.terminals[k])
         if not ds.terminals[k]:
             np.testing.assert_allclose(tr.next_observation, ds.next_observations[k], atol=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rows", ["release", "mixed"])
+def test_our_d3rlpy_file_loads_as_d3rlpys_own_dump(tmp_path, rows):
+    """``write_d3rlpy_hdf5`` writes what d3rlpy's ``ReplayBuffer.dump`` writes, as d3rlpy loads it: the same episodes,
+    arrays (dtype, shape, values) and ``terminated`` flags, for independent transitions and for real episodes."""
+    pytest.importorskip("d3rlpy")
+    from d3rlpy.dataset import InfiniteBuffer, ReplayBuffer
+
+    from privsynth.data.minari_hdf5 import write_d3rlpy_hdf5
+    from privsynth.evaluation.agents.d3rlpy_export import d3rlpy_arrays, to_d3rlpy
+    from test_minari_hdf5 import _mixed_pointmaze_rows
+
+    ds = _release_rows(200, sparse=False) if rows == "release" else _mixed_pointmaze_rows()
+    theirs, ours = tmp_path / "theirs.d3", tmp_path / "ours.d3"
+    with open(theirs, "w+b") as f:
+        to_d3rlpy(ds).dump(f)
+    assert write_d3rlpy_hdf5(ours, d3rlpy_arrays(ds)) == len(to_d3rlpy(ds).episodes)
+    loaded = []
+    for path in (theirs, ours):
+        with open(path, "rb") as f:
+            loaded.append(ReplayBuffer.load(f, InfiniteBuffer()).episodes)
+    assert len(loaded[0]) == len(loaded[1])
+    for a, b in zip(*loaded):
+        for key in ("observations", "actions", "rewards"):
+            x, y = getattr(a, key), getattr(b, key)
+            assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y), key
+        assert a.terminated == b.terminated and type(a.terminated) is type(b.terminated)
+    if rows == "release":
+        assert ours.stat().st_size < 0.5 * theirs.stat().st_size
