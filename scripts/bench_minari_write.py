@@ -10,7 +10,8 @@ For each size N, in one run:
   ``--d3rlpy-max`` rows, d3rlpy's own ``ReplayBuffer.dump`` of the same rows for reference (minutes at 1 M).
 
 Rows are random (only the layout matters for the cost). Sizes are bytes allocated on disk (``du``); times are wall and
-CPU seconds of the write. Plain ``minari.load_dataset`` reads each release back and its last episode is checked.
+CPU seconds of the write. Plain ``minari.load_dataset`` reads each release back, and 2,000 of its episodes (random
+ones, the first and the last) are compared with their transitions.
 
     OMP_NUM_THREADS=1 python scripts/bench_minari_write.py                  # 20,000 and 1,000,000 rows
     OMP_NUM_THREADS=1 python scripts/bench_minari_write.py --rows 20000     # quick
@@ -63,11 +64,28 @@ def rows(n: int, template: Any, *, chained: bool) -> Any:
                           (rng.random(n) < 0.05).astype(np.float32), nxt, term, trunc, ids, info=info)
 
 
+def check_plain(plain: Any, release: Any, k: int) -> int:
+    """Compare ``k`` episodes of the release as plain Minari reads them (random ones, the first and the last) with
+    their transitions; returns how many were checked. Plain Minari reads about 200 episodes a second here, so a
+    million are not all read."""
+    n = release.n_transitions
+    picks = np.unique(np.r_[0, n - 1, np.random.default_rng(1).choice(n, size=max(k - 2, 0), replace=False)])
+    for i, ep in zip(picks, plain.iterate_episodes(picks.tolist())):
+        o = np.concatenate([ep.observations["observation"], ep.observations["desired_goal"]], axis=1)
+        np.testing.assert_allclose(o[0], release.observations[i], rtol=1e-6)
+        np.testing.assert_allclose(o[1], release.next_observations[i], rtol=1e-6)
+        np.testing.assert_array_equal(ep.actions[0], release.actions[i])
+        assert ep.rewards[0] == release.rewards[i] and ep.terminations[0] == release.terminals[i]
+        assert ep.truncations[0] == (not release.terminals[i]) and len(ep.rewards) == 1
+    return len(picks)
+
+
 def bench(n: int, template: Any, tmp: Path, d3rlpy_max: int) -> None:
     import minari
 
     from privsynth.commands._dataset_export import _d4rl_timeouts
-    from privsynth.data.minari_io import write_dataset
+    from privsynth.data.dataset import ARRAY_FIELDS
+    from privsynth.data.minari_io import load_dataset, write_dataset
 
     lines = []
     src_path, wall, cpu = timed(lambda: write_dataset(rows(n, template, chained=True), f"bench/source-{n}-v0"))
@@ -77,9 +95,10 @@ def bench(n: int, template: Any, tmp: Path, d3rlpy_max: int) -> None:
     rel_path, wall, cpu = timed(lambda: write_dataset(release, f"bench/release-{n}-v0"))
     lines.append(("release (Minari hdf5, 1 episode/transition)", disk_bytes(rel_path), wall, cpu))
     plain = minari.load_dataset(f"bench/release-{n}-v0")
-    ep = next(iter(plain.iterate_episodes([n - 1])))
-    assert plain.total_episodes == n and bool(ep.terminations[0]) == bool(release.terminals[-1])
-    np.testing.assert_allclose(ep.observations["observation"][1], release.next_observations[-1, :4], rtol=1e-6)
+    assert plain.total_episodes == n
+    checked = check_plain(plain, release, min(n, 2_000))
+    back = load_dataset(f"bench/release-{n}-v0")
+    assert all(np.array_equal(getattr(back, k), getattr(release, k)) for k in ARRAY_FIELDS)
     hdf5 = rel_path / "data" / "main_data.hdf5"
     lines.append(("  of which main_data.hdf5", disk_bytes(hdf5), float("nan"), float("nan")))
     npz = tmp / f"release-{n}.npz"
@@ -103,7 +122,8 @@ def bench(n: int, template: Any, tmp: Path, d3rlpy_max: int) -> None:
 
         _, wall, cpu = timed(dump)
         lines.append(("  d3rlpy's own ReplayBuffer.dump, for reference", disk_bytes(theirs), wall, cpu))
-    print(f"\n{n:,} rows (load average {os.getloadavg()[0]:.1f}); plain minari reads the release back")
+    print(f"\n{n:,} rows (load average {os.getloadavg()[0]:.1f}); plain minari reads the release back: {checked:,} "
+          "episodes (random ones, the first and the last) equal to their transitions; privsynth reads all rows equal")
     print(f"  {'what':46s} {'MB on disk':>10s} {'x source':>9s} {'B/row':>7s} {'wall s':>7s} {'CPU s':>7s}")
     for what, size, wall, cpu in lines:
         print(f"  {what:46s} {size / 1e6:10.1f} {size / src:9.2f} {size / n:7.0f} {wall:7.1f} {cpu:7.1f}")
