@@ -66,6 +66,25 @@ def _d4rl_timeouts(ds: OfflineDataset) -> np.ndarray:
     return timeouts
 
 
+def _write_atomic_d3rlpy(out: Path, ds: OfflineDataset) -> int:
+    """The d3rlpy file of ``ds`` (the rows :func:`~privsynth.evaluation.agents.d3rlpy_export.to_d3rlpy` gives d3rlpy),
+    written atomically by privsynth's lean HDF5 writer in d3rlpy's own file layout (``ReplayBuffer.load`` reads it;
+    about 0.55 kB instead of 1.6 kB and a sixth of the time per one-transition episode, issue 40). Returns the number
+    of d3rlpy episodes. Needs d3rlpy installed, as d3rlpy's own writer would."""
+    from privsynth.data.minari_hdf5 import write_d3rlpy_hdf5
+    from privsynth.evaluation.agents.d3rlpy_export import d3rlpy_arrays, require_d3rlpy
+
+    require_d3rlpy()
+    arrays = d3rlpy_arrays(ds)
+    count = [0]
+
+    def write(f: Any) -> None:
+        count[0] = write_d3rlpy_hdf5(Path(f.name), arrays)
+
+    _write_atomic(out, write)
+    return count[0]
+
+
 def export_command(args: argparse.Namespace) -> int:
     """``privsynth datasets export ID FILE [--format npz|d3rlpy] [--overwrite]``."""
     from privsynth.data import minari_io
@@ -79,12 +98,8 @@ def export_command(args: argparse.Namespace) -> int:
     ds = minari_io.load_dataset(dataset_id)
     full = minari_io.resolve_id(dataset_id)
     if args.format == "d3rlpy":
-        from privsynth.evaluation.agents.d3rlpy_export import to_d3rlpy
-
-        mdp = to_d3rlpy(ds)
-        _write_atomic(out, mdp.dump)
-        print(f"exported {ds.n_transitions} transitions of {full} as a d3rlpy dataset ({len(mdp.episodes)} "
-              f"episodes) -> {out}")
+        n_eps = _write_atomic_d3rlpy(out, ds)
+        print(f"exported {ds.n_transitions} transitions of {full} as a d3rlpy dataset ({n_eps} episodes) -> {out}")
         return 0
     timeouts = _d4rl_timeouts(ds)
     arrays = dict(

@@ -26,7 +26,7 @@ import numpy as np
 from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData, PrivsynthError
 
-__all__ = ["d3rlpy_arrays", "to_d3rlpy", "episodes_layout_valid"]
+__all__ = ["d3rlpy_arrays", "to_d3rlpy", "episodes_layout_valid", "require_d3rlpy"]
 
 Layout = Literal["auto", "episodes", "transitions"]
 
@@ -84,8 +84,8 @@ def d3rlpy_arrays(data: OfflineDataset, layout: Layout = "auto") -> dict[str, np
     return {"observations": obs, "actions": act, "rewards": rew, "terminals": terminals, "timeouts": timeouts}
 
 
-def to_d3rlpy(data: OfflineDataset, layout: Layout = "auto") -> Any:
-    """A ``d3rlpy.dataset.MDPDataset`` holding exactly ``data``'s transitions (continuous actions)."""
+def require_d3rlpy() -> Any:
+    """The d3rlpy module, or a one-line :class:`PrivsynthError` naming the extra to install."""
     try:
         with contextlib.redirect_stderr(io.StringIO()):  # d3rlpy imports the old gym, which prints a banner
             import d3rlpy
@@ -93,6 +93,12 @@ def to_d3rlpy(data: OfflineDataset, layout: Layout = "auto") -> Any:
         raise PrivsynthError(
             "d3rlpy is not installed; install the optional extra with: pip install 'privsynth[d3rlpy]' (d3rlpy 2.8.0)"
         ) from None
+    return d3rlpy
+
+
+def to_d3rlpy(data: OfflineDataset, layout: Layout = "auto") -> Any:
+    """A ``d3rlpy.dataset.MDPDataset`` holding exactly ``data``'s transitions (continuous actions)."""
+    d3rlpy = require_d3rlpy()
     arrays = d3rlpy_arrays(data, layout)
     with contextlib.redirect_stdout(io.StringIO()):  # its "signatures automatically determined" info lines
         return d3rlpy.dataset.MDPDataset(
