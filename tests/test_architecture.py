@@ -285,3 +285,12 @@ def test_privacy_units_have_one_vocabulary():
             if _UNIT_LITERALS.search(line):
                 offenders.append(f"{name}:{i}: {line.strip()[:90]}")
     assert not offenders, "spell units through privsynth.data.units:\n" + "\n".join(offenders)
+
+
+def test_the_release_route_branches_on_capabilities_not_names():
+    """issue 38: release.synthesize asks registry.Entry.capabilities ("staged", "pretrained", ...), so a plug-in
+    with a capability takes the same route; no release module compares a synthesizer's name."""
+    names = re.compile(r"""[!=]=\s*["'](privorl|pgm|privsyn|pategan|prepategan|dp-transformer)""")
+    offenders = [f"{name}:{i}" for name, path in all_modules().items() if name.startswith("privsynth.release")
+                 for i, line in enumerate(path.read_text().splitlines(), 1) if names.search(line)]
+    assert not offenders, offenders

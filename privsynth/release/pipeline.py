@@ -117,17 +117,19 @@ def synthesize(
         public_ids=[p for p in public_list if isinstance(p, str)],
     )
     registry.check_unit(synth, unit)
-    if synth != "privorl-n":
+    # what the request asks of the route, by capability (registry.Entry.capabilities), never by name
+    asked = {"pretrained": ("pretrained", pretrained is not None), "pretrain=False": ("no_pretrain", not pretrain),
+             "workdir": ("staged", workdir is not None), "normalizer_epsilon": ("dp_normalizer", normalizer_epsilon is not None),
+             "obs_bounds": ("dp_normalizer", obs_bounds is not None),
+             "reward_bounds": ("dp_normalizer", reward_bounds is not None)}
+    caps = registry.entry(synth).capabilities
+    if "staged" not in caps:
         return _synthesize_registered(
             synth, sensitive, public_list, epsilon=epsilon, delta=delta, unit=unit, n=n, preset=preset, config=config,
             out_dataset=out_dataset, overwrite=overwrite, progress=progress, t_all=t_all, postprocess=postprocess,
-            topup=topup,
-            unsupported={"pretrained": pretrained is not None, "pretrain=False": not pretrain,
-                         "workdir": workdir is not None, "normalizer_epsilon": normalizer_epsilon is not None,
-                         "obs_bounds": obs_bounds is not None, "reward_bounds": reward_bounds is not None},
-        )
+            topup=topup, unsupported={k: v for k, (cap, v) in asked.items() if cap not in caps})
     if config is None and preset is not None:
-        config = registry.make("privorl-n", preset=preset).config
+        config = registry.make(synth, preset=preset).config
     wd = Path(workdir) if workdir else None
     seconds: dict[str, float] = {}
     done_pre = wd / "pretrained.pt" if wd else None
@@ -263,7 +265,9 @@ def _synthesize_registered(
 
     given = [k for k, v in unsupported.items() if v]
     if given:
-        raise InvalidData(f"{', '.join(given)} is available for privorl-n only, not for {name}")
+        have = [n for n, e in ((n, registry.entry(n)) for n in registry.names()) if "staged" in e.capabilities]
+        raise InvalidData(f"{', '.join(given)} is available for {', '.join(have) or 'no registered synthesizer'} "
+                          f"only, not for {name}")
     if not public_list:
         raise InvalidData(f"{name} needs public data (pre-training, bins, normaliser): pass public datasets")
     synth = registry.make(name, preset=preset or "cpu", config=config)  # bad presets/settings: before the data

@@ -1,5 +1,9 @@
 """The synthesizer registry: every synthesizer by name, built, fitted, sampled and loaded the same way.
 
+Why this module is long: it is the one door (make, fit, sample, load, register) and the one table of entries with
+their units, checkpoint formats and release capabilities; each part needs the table, and splitting them would give
+the table two homes.
+
 In the manner of d3rlpy's ``Config.create()`` and scikit-learn's estimators::
 
     from privsynth.synth import registry
@@ -58,6 +62,14 @@ class Entry:
     # "synthesizer") and the function that reads them; :func:`load` dispatches on them
     formats: tuple[str, ...] = ()
     loader: Callable[[Path], Synthesizer] | None = None
+    # optional capabilities of the release route (privsynth.release.synthesize), asked for by name, never inferred
+    # from the synthesizer's name: "staged" (pre-train / fine-tune stages in a workdir, resumable), "pretrained" (start
+    # from a shipped or saved public checkpoint), "no_pretrain" (the DPDM ablation), "dp_normalizer" (a DP normaliser
+    # within public bounds when there is no public data)
+    capabilities: frozenset[str] = frozenset()
+
+
+CAPABILITIES = frozenset({"staged", "pretrained", "no_pretrain", "dp_normalizer"})
 
 
 def _transition_tiny() -> Any:
@@ -154,7 +166,7 @@ REGISTRY: dict[str, Entry] = {
     e.name: e
     for e in (
         Entry("privorl-n", "EDM diffusion with a residual MLP over transitions (PrivORL-n)", DATA_UNITS,
-              _build_transition, formats=(TRANSITION_FORMAT,), loader=_load_transition),
+              _build_transition, formats=(TRANSITION_FORMAT,), loader=_load_transition, capabilities=CAPABILITIES),
         # the three trajectory synthesizers share one checkpoint format; the config's backbone names which one it is
         Entry("privorl-j", "diffusion transformer over trajectory fragments, stitched (PrivORL-j)", ("trajectory",),
               _build_trajectory("transformer"), episodes=True, formats=(TRAJECTORY_FORMAT,), loader=_load_trajectory),
@@ -185,6 +197,9 @@ def register(new: Entry, *, replace: bool = False) -> Entry:
         raise InvalidData(f"a synthesizer named '{new.name}' is already registered (pass replace=True to swap it)")
     if not new.units or any(u not in DATA_UNITS for u in new.units):
         raise InvalidData(f"{new.name}: units must be 'transition' and/or 'trajectory', got {new.units!r}")
+    if not set(new.capabilities) <= CAPABILITIES:
+        raise InvalidData(f"{new.name}: unknown capabilities {sorted(set(new.capabilities) - CAPABILITIES)}; "
+                          f"known: {', '.join(sorted(CAPABILITIES))}")
     if bool(new.formats) != (new.loader is not None):
         raise InvalidData(f"{new.name}: give both formats and a loader (load reads checkpoints by their tag), or neither")
     REGISTRY[new.name] = new
