@@ -147,7 +147,8 @@ def synthesize(
 
         bounds = normaliser_bounds(sens.info, sens.obs_dim, sens.act_dim, obs_bounds=obs_bounds,
                                    reward_bounds=reward_bounds)  # before any sensitive row is read
-    elif not pubs and pretrained is None and not resumable:
+    scratch = not dp_norm and not pubs and pretrained is None and sens.info.schema is not None  # schema bounds
+    if not dp_norm and not scratch and not pubs and pretrained is None and not resumable:
         raise InvalidData("no public data: pass public datasets, a pre-trained synthesizer, or a DP normaliser "
                           "budget (normalizer_epsilon / --dp-normalizer)")
     if config is not None and not config.private and out_dataset is not None:
@@ -175,6 +176,10 @@ def synthesize(
             print(f"resuming from {done_pre}: pre-training already done, DP fine-tuning")
             synth = load_synthesizer(done_pre)
             check_model_fits(synth, sens)
+        elif scratch:  # nothing pre-trained (a public fact): the schema's bounds and a from-scratch schedule
+            from privsynth.synth.scratch import schema_synthesizer
+
+            synth = schema_synthesizer(sens.info, sens.obs_dim, sens.act_dim, config)
         elif dp_norm:
             synth = TransitionSynthesizer(config or demo_config())
             from privsynth.data.dataset import DatasetInfo
