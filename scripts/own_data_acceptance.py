@@ -1,7 +1,7 @@
 """Acceptance figures of a release made from a holder's own table without public data (docs/own_data.md).
 
-Compares a real dataset (imported with a schema) with its synthetic release: marginal fidelity (1 - mean
-Kolmogorov-Smirnov distance over the schema's columns; 1 - total variation for discrete ones), the share of values
+Compares a real dataset (imported with a schema) with its synthetic release: the marginal and correlation scores of
+``privsynth evaluate`` (privsynth.evaluation.fidelity, over state | action | reward | next state), the share of values
 valid for the schema, the treatment distribution's total variation distance, mean episode length and the outcome
 rate (share of episodes whose last reward is positive). For the holder's eyes: it reads the real data.
 
@@ -14,13 +14,6 @@ import argparse
 import numpy as np
 
 
-def _ks(a: np.ndarray, b: np.ndarray) -> float:
-    grid = np.unique(np.concatenate([a, b]))
-    ca = np.searchsorted(np.sort(a), grid, side="right") / len(a)
-    cb = np.searchsorted(np.sort(b), grid, side="right") / len(b)
-    return float(np.abs(ca - cb).max())
-
-
 def _tv(a: np.ndarray, b: np.ndarray, k: int) -> float:
     pa = np.bincount(a.astype(int), minlength=k) / len(a)
     pb = np.bincount(b.astype(int), minlength=k) / len(b)
@@ -30,14 +23,10 @@ def _tv(a: np.ndarray, b: np.ndarray, k: int) -> float:
 def figures(real, syn) -> dict[str, float]:
     """The acceptance figures of ``syn`` against ``real`` (both with the same schema)."""
     from privsynth.data.schema import Schema, check_release
+    from privsynth.evaluation.fidelity import tabular_fidelity
 
     schema = Schema.from_dict(real.info.schema)
-    scores = []
-    for arr, cols in (("observations", schema.observations), ("actions", schema.actions)):
-        for j, c in enumerate(cols):
-            a, b = getattr(real, arr)[:, j], getattr(syn, arr)[:, j]
-            scores.append(1 - _tv(a, b, c.width) if c.discrete else 1 - _ks(a, b))
-    scores.append(1 - _ks(real.rewards, syn.rewards))
+    fid = tabular_fidelity(syn, real)
     n_values = syn.n_transitions * (2 * syn.obs_dim + syn.act_dim + 1)
     problems = check_release(syn)
     bad = sum(int(p.split()[0]) for p in problems)
@@ -48,7 +37,8 @@ def figures(real, syn) -> dict[str, float]:
 
     k = schema.actions[0].width
     return {
-        "marginal": float(np.mean(scores)),
+        "marginal": fid.marginal,
+        "correlation": fid.correlation,
         "valid_share": 1 - bad / n_values,
         "treatment_tv": _tv(real.actions[:, 0], syn.actions[:, 0], k),
         "mean_length_real": float(real.episode_lengths().mean()),

@@ -273,3 +273,18 @@ def test_cli_holder_walkthrough_without_public_data(tmp_path, capsys, monkeypatc
     syn = pd.read_csv(tmp_path / "ward_syn.csv")
     assert {"patient_id", "hour", "heart_rate", "gcs", "ward", "treatment", "outcome"} <= set(syn.columns)
     assert set(syn["ward"]) <= {"icu", "hdu", "general"} and syn["heart_rate"].between(20, 250).all()
+
+
+def test_reward_with_declared_values_is_stored_as_values_and_decoded_to_them(tmp_path):
+    csv, _ = cohort(tmp_path, patients=10)
+    d = schema_dict()
+    d["reward"] = {"name": "outcome", "values": [-15, 0, 15]}
+    ds = OfflineDataset.from_pandas(pd.read_csv(csv), schema=d)
+    assert set(np.unique(ds.rewards)) <= {-15.0, 0.0, 15.0} and np.isclose(np.abs(ds.rewards).sum(), 150)
+    codec = RowCodec(ds.info.schema)
+    np.testing.assert_array_equal(codec.decode(codec.encode(ds.transition_matrix())), ds.transition_matrix())
+    rows = codec.decode(np.random.default_rng(1).normal(0, 3, size=(100, codec.width)))
+    assert set(np.unique(rows[:, 10])) <= {-15.0, 0.0, 15.0}
+    bad = dict(d, reward={"name": "outcome", "values": ["good", "bad"]})
+    with pytest.raises(InvalidData, match="reward values must be a list of numbers"):
+        Schema.from_dict(bad)

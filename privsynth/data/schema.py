@@ -27,7 +27,7 @@ __all__ = ["Column", "Schema", "RowCodec", "load_schema", "from_schema_frame", "
 KINDS = ("continuous", "integer", "binary", "categorical")
 _TOP_KEYS = ("episode_id", "order", "observations", "actions", "reward", "terminal", "next_prefix", "description")
 _COLUMN_KEYS = ("name", "kind", "low", "high", "values", "unit", "description")
-_REWARD_KEYS = ("name", "low", "high", "unit", "description")
+_REWARD_KEYS = ("name", "low", "high", "values", "unit", "description")
 _YES, _NO = frozenset({"1", "1.0", "true", "yes", "y"}), frozenset({"0", "0.0", "false", "no", "n"})
 
 
@@ -184,7 +184,10 @@ class Schema:
         for k in r:
             if k not in _REWARD_KEYS:
                 raise _unknown_key("reward", k, _REWARD_KEYS)
-        reward = Column.from_dict({"kind": "continuous", **r}, "reward")
+        if "values" in r and not (isinstance(r["values"], list)
+                                  and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in r["values"])):
+            raise InvalidData("schema: reward values must be a list of numbers")
+        reward = Column.from_dict({"kind": "categorical" if "values" in r else "continuous", **r}, "reward")
         schema = cls(episode_id=d["episode_id"], observations=cols["observations"], actions=cols["actions"],
                      reward=reward, order=d.get("order"), terminal=d.get("terminal"),
                      next_prefix=d.get("next_prefix") or "next_", description=d.get("description"))
@@ -389,6 +392,8 @@ def from_schema_frame(df: Any, schema: Schema | dict | str | Path, *, name: str 
     obs = _fill(df, obs, schema.observations, starts, impute, True)
     act = _fill(df, np.stack([_codes(df, c) for c in schema.actions], axis=1), schema.actions, starts, None, False)
     rew = _fill(df, _codes(df, schema.reward)[:, None], (schema.reward,), starts, None, False)[:, 0]
+    if schema.reward.discrete:  # a reward is stored as its value (agents read it), not as an index
+        rew = np.asarray(schema.reward.values, dtype=np.float64)[rew.astype(int)]
     is_last = np.zeros(n, dtype=bool)
     is_last[lasts] = True
     if schema.terminal:
@@ -453,7 +458,7 @@ def export_frame(ds: Any, *, step_column: str = "step", with_next: bool = False)
         data[c.name] = _values(c, ds.observations[:, j])
     for j, c in enumerate(act_cols):
         data[c.name] = _values(c, ds.actions[:, j])
-    data[rew_col.name] = ds.rewards.astype(np.float64)
+    data[rew_col.name] = np.asarray(ds.rewards, dtype=np.float32)
     data[term_name] = ds.terminals.astype(int)
     if with_next:
         for j, c in enumerate(obs_cols):
@@ -470,6 +475,9 @@ class RowCodec:
         self.schema = as_schema(schema)
         self.obs, self.act = list(self.schema.observations), list(self.schema.actions)
         self.parts = [*self.obs, *self.act, self.schema.reward, *self.obs]  # the terminal flag follows
+        self.reward_at = len(self.obs) + len(self.act)
+        self.reward_values = np.asarray(self.schema.reward.values, dtype=np.float32) if self.schema.reward.discrete \
+            else None
 
     @property
     def raw_width(self) -> int:
@@ -486,7 +494,10 @@ class RowCodec:
         k = 0
         for j, c in enumerate(self.parts):
             if c.discrete:
-                idx = np.clip(np.rint(rows[:, j]), 0, c.width - 1).astype(int)
+                if j == self.reward_at and self.reward_values is not None:  # stored as its value
+                    idx = np.abs(rows[:, j:j + 1] - self.reward_values[None, :]).argmin(axis=1)
+                else:
+                    idx = np.clip(np.rint(rows[:, j]), 0, c.width - 1).astype(int)
                 out[np.arange(len(rows)), k + idx] = 1.0
             else:
                 out[:, k] = rows[:, j]
@@ -503,6 +514,8 @@ class RowCodec:
         for j, c in enumerate(self.parts):
             if c.discrete:
                 out[:, j] = enc[:, k:k + c.width].argmax(axis=1)
+                if j == self.reward_at and self.reward_values is not None:
+                    out[:, j] = self.reward_values[out[:, j].astype(int)]
             else:
                 v = np.clip(enc[:, k], c.low, c.high)
                 out[:, j] = np.clip(np.rint(v), np.ceil(c.low), np.floor(c.high)) if c.kind == "integer" else v
@@ -548,11 +561,14 @@ def check_release(ds: Any) -> list[str]:
                                 ("actions", ds.actions, schema.actions),
                                 ("rewards", ds.rewards[:, None], (schema.reward,))):
         for j, c in enumerate(cols):
-            lo, hi = c.code_range
             v = arr[:, j]
-            bad = (v < lo) | (v > hi) | ~np.isfinite(v)
-            if c.discrete or c.kind == "integer":
-                bad |= v != np.round(v)
+            if arr_name == "rewards" and c.discrete:
+                bad = ~np.isin(v, np.asarray(c.values, dtype=np.float32))
+            else:
+                lo, hi = c.code_range
+                bad = (v < lo) | (v > hi) | ~np.isfinite(v)
+                if c.discrete or c.kind == "integer":
+                    bad |= v != np.round(v)
             if bad.any():
                 problems.append(f"{int(bad.sum())} values of '{c.name}' in {arr_name} break the schema")
     return problems
