@@ -288,3 +288,16 @@ def test_reward_with_declared_values_is_stored_as_values_and_decoded_to_them(tmp
     bad = dict(d, reward={"name": "outcome", "values": ["good", "bad"]})
     with pytest.raises(InvalidData, match="reward values must be a list of numbers"):
         Schema.from_dict(bad)
+
+
+def test_d3rlpy_export_keeps_a_declared_discrete_action(tmp_path):
+    pytest.importorskip("d3rlpy")
+    import d3rlpy
+
+    from privsynth.evaluation.agents.d3rlpy_export import to_d3rlpy
+
+    csv, schema = cohort(tmp_path, patients=6)
+    ds = OfflineDataset.from_pandas(pd.read_csv(csv), schema=load_schema(schema))
+    assert to_d3rlpy(ds).dataset_info.action_space == d3rlpy.constants.ActionSpace.DISCRETE
+    ds.info.schema = None  # without a schema: continuous, as before
+    assert to_d3rlpy(ds).dataset_info.action_space == d3rlpy.constants.ActionSpace.CONTINUOUS

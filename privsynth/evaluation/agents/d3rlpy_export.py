@@ -85,7 +85,8 @@ def d3rlpy_arrays(data: OfflineDataset, layout: Layout = "auto") -> dict[str, np
 
 
 def to_d3rlpy(data: OfflineDataset, layout: Layout = "auto") -> Any:
-    """A ``d3rlpy.dataset.MDPDataset`` holding exactly ``data``'s transitions (continuous actions)."""
+    """A ``d3rlpy.dataset.MDPDataset`` holding exactly ``data``'s transitions: discrete actions when the dataset's
+    schema declares one categorical or binary action (value indices), else continuous."""
     try:
         with contextlib.redirect_stderr(io.StringIO()):  # d3rlpy imports the old gym, which prints a banner
             import d3rlpy
@@ -94,6 +95,8 @@ def to_d3rlpy(data: OfflineDataset, layout: Layout = "auto") -> Any:
             "d3rlpy is not installed; install the optional extra with: pip install 'privsynth[d3rlpy]' (d3rlpy 2.8.0)"
         ) from None
     arrays = d3rlpy_arrays(data, layout)
+    space = d3rlpy.constants.ActionSpace.DISCRETE if _discrete_schema_action(data) else \
+        d3rlpy.constants.ActionSpace.CONTINUOUS
     with contextlib.redirect_stdout(io.StringIO()):  # its "signatures automatically determined" info lines
         return d3rlpy.dataset.MDPDataset(
             observations=arrays["observations"],
@@ -101,5 +104,11 @@ def to_d3rlpy(data: OfflineDataset, layout: Layout = "auto") -> Any:
             rewards=arrays["rewards"],
             terminals=arrays["terminals"],
             timeouts=arrays["timeouts"],
-            action_space=d3rlpy.constants.ActionSpace.CONTINUOUS,
+            action_space=space,
         )
+
+
+def _discrete_schema_action(data: OfflineDataset) -> bool:
+    """Whether ``data``'s schema declares a single categorical or binary action."""
+    acts = (data.info.schema or {}).get("actions") or []
+    return len(acts) == 1 and acts[0].get("kind") in ("categorical", "binary")
