@@ -301,3 +301,19 @@ def test_d3rlpy_export_keeps_a_declared_discrete_action(tmp_path):
     assert to_d3rlpy(ds).dataset_info.action_space == d3rlpy.constants.ActionSpace.DISCRETE
     ds.info.schema = None  # without a schema: continuous, as before
     assert to_d3rlpy(ds).dataset_info.action_space == d3rlpy.constants.ActionSpace.CONTINUOUS
+
+
+def test_schema_with_a_dp_normaliser_charges_it_and_clips_to_the_schema(icu_sensitive):
+    from privsynth.release import synthesize
+
+    res = synthesize(icu_sensitive, epsilon=8.0, delta=1e-4, unit="trajectory", n=100, config=_tiny(),
+                     normalizer_epsilon=0.5, progress=False)
+    synth = res.synthesizer
+    assert synth.normalizer.source == "dp" and synth.normalizer.dim == synth.data_dim
+    event = synth.ledger.events[0]
+    assert event.mechanism == "gaussian"
+    lo, hi = RowCodec(icu_sensitive.info.schema).bounds()
+    assert event.params["clip_low"] == lo.tolist() and event.params["clip_high"] == hi.tolist()
+    assert [e.mechanism for e in synth.ledger.events] == ["gaussian", "laplace", "dpsgd"]
+    assert synth.ledger.epsilon() <= 8.0 * (1 + 1e-9)
+    assert check_release(res.dataset) == []

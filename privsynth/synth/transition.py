@@ -297,6 +297,23 @@ class TransitionSynthesizer(NetworkSynthesizer):
             self.history[-1]["rows"] = None
             self.last_finetune_loss = final
 
+    def fit_dp_normalizer(self, sensitive: OfflineDataset, *, low: Any, high: Any, epsilon: float, delta: float,
+                          unit: Unit = "transition", accountant: str = "pld") -> "TransitionSynthesizer":
+        """As :meth:`NetworkSynthesizer.fit_dp_normalizer`; with a schema, the DP statistics are those of the
+        encoded rows (one-hot discrete columns) clipped to ``low`` / ``high`` (the schema's bounds)."""
+        if self.codec is None:
+            return super().fit_dp_normalizer(sensitive, low=low, high=high, epsilon=epsilon, delta=delta, unit=unit,
+                                             accountant=accountant)
+        from privsynth.privacy.dp_stats import dp_normalizer
+
+        norm, event = dp_normalizer(self._rows(sensitive), episode_ids=sensitive.episode_ids, low=low, high=high,
+                                    epsilon=epsilon, delta=delta, unit=unit, accountant=accountant,
+                                    noise_seed=self.config.noise_seed)
+        if self._ledger is not None:
+            self._ledger.append(event)
+        self.normalizer, self.normalizer_event = norm, event
+        return self
+
     # ---------------------------------------------------------------------------------------- DP fine-tuning
     def _check_can_finetune(self, sensitive: OfflineDataset) -> None:
         if self.normalizer is None:
