@@ -239,6 +239,7 @@ def _show(args: argparse.Namespace) -> int:
         "obs_keys": ds.info.obs_keys,
         "env_kwargs": ds.info.env_kwargs,
         "privacy_card": ds.info.privacy_card,
+        "schema": ds.info.schema,
         "extra": ds.info.extra,
     }
     if args.json:
