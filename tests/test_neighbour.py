@@ -210,6 +210,12 @@ def _paths() -> list[ReleasingPath]:
                                _SAMPLE + _DESCRIPTION + ("*.rows",), slow=True))
     paths.append(ReleasingPath("release privsyn (generic path)", _release_registered("privsyn"), _sens_transitions,
                                _GRID + _DESCRIPTION, slow=True))
+    paths.append(ReleasingPath("schema table: import, release without public data, export (CLI)", _schema_cli,
+                               # episodes chained from the synthetic rows (post-processing): their count and layout
+                               _schema_cohort, _SAMPLE + _DESCRIPTION + ("*data/main_data.hdf5*", "*total_episodes",
+                                                                         "*n_episodes", "*episode_id*"),
+                               slow=True, plus_one=_schema_plus_one,
+                               units=lambda df: (len(df), int(df["patient_id"].nunique()))))
     paths.append(ReleasingPath("release privorl-n dp-normaliser", _privorl_n("transition", dp_normalizer=True),
                                _sens_transitions, _SAMPLE + _DESCRIPTION + ("*.rows", "*normalizer.mean.*",
                                                                             "*normalizer.std.*"), slow=True))
@@ -223,6 +229,45 @@ def _paths() -> list[ReleasingPath]:
         data = _sens_small if registry.entry(name).episodes else _sens_transitions
         paths.append(ReleasingPath(name, _registered(name), data, _DP_OUTPUTS.get(name, _SAMPLE), slow=True))
     return paths + _cli_paths() + _method_paths()
+
+
+# ------------------------------------------------------------------------------ a holder's table with a schema
+def _schema_cohort():
+    import pandas as pd  # noqa: F401
+
+    from test_own_data import GEN
+
+    return GEN.make_cohort(60, min_len=6, max_len=10, missing=0.0, seed=5)
+
+
+def _schema_plus_one(df):
+    import pandas as pd
+
+    from test_own_data import GEN
+
+    extra = GEN.make_cohort(1, min_len=14, max_len=14, missing=0.0, seed=77)
+    extra["patient_id"] = "P99999"
+    return pd.concat([df, extra], ignore_index=True)
+
+
+def _schema_cli(df, tmp: Path) -> dict:
+    """``datasets import --schema`` -> ``synthesize`` without public data -> ``datasets export`` to CSV."""
+    import pandas as pd
+
+    from privsynth.cli import main
+    from test_own_data import GEN
+
+    tmp.mkdir(parents=True, exist_ok=True)
+    df.to_csv(tmp / "ward.csv", index=False)
+    (tmp / "ward.schema.yaml").write_text(GEN.SCHEMA)
+    assert main(["datasets", "import", str(tmp / "ward.csv"), "--schema", str(tmp / "ward.schema.yaml"),
+                 "--name", "ward", "--overwrite"]) == 0
+    assert main(["synthesize", "--sensitive", "ward", "--epsilon", "8", "--delta", "1e-4", "--unit", "trajectory",
+                 "-n", "120", "--out-dataset", "ward-syn", "--config", "tiny", "--quiet", "--overwrite"]) == 0
+    assert main(["datasets", "export", "ward-syn", str(tmp / "ward_syn.csv")]) == 0
+    out = pd.read_csv(tmp / "ward_syn.csv")
+    return {"release": minari_metadata("privsynth/ward-syn-v0"), "export": {"columns": list(out.columns),
+                                                                            "rows": len(out)}}
 
 
 # ------------------------------------------------------------------------------------ the CLIs and the bench cells

@@ -88,6 +88,12 @@ def register(subparsers: Any) -> None:
                      help="comma-separated next-observation columns (default next_obs_0, ...; absent: episode order)")
     imp.add_argument("--map", action="append", default=[], metavar="ROLE=COLUMN",
                      help="rename a column role: reward, terminal, truncated or episode_id (repeatable)")
+    imp.add_argument("--schema", default=None, metavar="S.yaml",
+                     help="your schema (YAML or JSON: episode_id, order, observations, actions, reward, terminal; "
+                          "docs/own_data.md): the table is read in its own column names, kinds and bounds")
+    imp.add_argument("--impute", choices=("ffill",), default=None,
+                     help="with --schema: fill missing observation cells with the episode's previous value (its "
+                          "next one at an episode's start); default: a missing value is refused")
     imp.add_argument("--ref-min", type=float, default=None, help="reference return of a random policy (public)")
     imp.add_argument("--ref-max", type=float, default=None, help="reference return of an expert policy (public)")
     imp.add_argument("--mark-public", dest="public", action="store_true", help="mark the data public (default: sensitive)")
@@ -95,19 +101,23 @@ def register(subparsers: Any) -> None:
     imp.add_argument("--overwrite", action="store_true", help="replace an existing dataset with this id")
     imp.set_defaults(func=_import)
 
-    exp = sub.add_parser("export", help="write a dataset as a D4RL-style .npz or a d3rlpy dataset file",
+    exp = sub.add_parser("export", help="write a dataset as .csv / .parquet (your schema's columns, one row per step), "
+                                        "a D4RL-style .npz or a d3rlpy dataset file",
                          epilog=example("datasets export privsynth/umaze-synthetic-v0 umaze.npz"))
     exp.add_argument("dataset_id", nargs="?", metavar="ID", help="local dataset id")
     exp.add_argument("path", nargs="?", metavar="FILE",
                      help="output file (npz: '.npz' is appended when FILE does not end in it; d3rlpy: e.g. .h5)")
-    exp.add_argument("--format", choices=("npz", "d3rlpy"), default="npz",
-                     help="npz: D4RL-style arrays (observations, actions, rewards, next_observations, terminals, "
+    exp.add_argument("--format", choices=("npz", "d3rlpy", "csv", "parquet"), default=None,
+                     help="default: from FILE's suffix (.csv, .parquet), else npz. csv / parquet: one row per step "
+                          "with an episode and a step column, in the schema's column names and values; npz: D4RL-style arrays (observations, actions, rewards, next_observations, terminals, "
                           "timeouts, episode_ids); every Minari episode ends in a terminal or a timeout, so "
                           "splitting on terminals|timeouts gives the Minari episodes; d3rlpy: an MDPDataset file "
                           "holding exactly the dataset's transitions (load with "
                           "d3rlpy.dataset.ReplayBuffer.load(open(FILE, 'rb'), d3rlpy.dataset.InfiniteBuffer()))")
+    exp.add_argument("--with-next", action="store_true",
+                     help="csv / parquet: also write the next-state columns (next_<name>)")
     exp.add_argument("--overwrite", action="store_true", help="replace an existing output file")
-    exp.set_defaults(func=export_command)
+    exp.set_defaults(func=_export)
 
     sp = sub.add_parser("split", help="split a dataset at random into members and non-members (for audits)",
                         epilog=example("datasets split privsynth/pointmaze-umaze-v0 --unit trajectory",
@@ -239,6 +249,7 @@ def _show(args: argparse.Namespace) -> int:
         "obs_keys": ds.info.obs_keys,
         "env_kwargs": ds.info.env_kwargs,
         "privacy_card": ds.info.privacy_card,
+        "schema": ds.info.schema,
         "extra": ds.info.extra,
     }
     if args.json:
@@ -286,6 +297,20 @@ def _import(args: argparse.Namespace) -> int:
         if given:
             raise InvalidData(f"{', '.join(given)} name(s) table columns; a .npz file holds D4RL-style arrays "
                               "(observations, actions, ...) and takes none")
+    schema = None
+    if args.schema:  # read and checked before any data
+        given = [flag for flag, v in (("--obs-cols", args.obs_cols), ("--act-cols", args.act_cols),
+                                      ("--next-obs-cols", args.next_obs_cols), ("--map", args.map),
+                                      ("--env-id", args.env_id), ("--obs-keys", args.obs_keys)) if v]
+        if given:
+            raise InvalidData(f"{', '.join(given)} cannot go with --schema: the schema declares the columns")
+        if path.suffix.lower() == ".npz":
+            raise InvalidData("--schema reads a table (.csv or .parquet), not a .npz file")
+        from privsynth.data.schema import load_schema
+
+        schema = load_schema(args.schema)
+    elif args.impute:
+        raise InvalidData("--impute needs --schema (it fills the observation columns the schema declares)")
     if args.env_kwargs and not args.env_id:
         raise InvalidData("--env-kwargs configures the environment of --env-id; give --env-id too")
     name = args.name or path.stem
@@ -315,7 +340,8 @@ def _import(args: argparse.Namespace) -> int:
     else:
         from privsynth.data.tabular import from_pandas, read_table
 
-        ds = from_pandas(read_table(path), columns=columns, observation_columns=_csv(args.obs_cols),
+        ds = from_pandas(read_table(path), schema=schema, impute=args.impute, **common) if schema is not None else \
+            from_pandas(read_table(path), columns=columns, observation_columns=_csv(args.obs_cols),
                          action_columns=_csv(args.act_cols), next_observation_columns=_csv(args.next_obs_cols),
                          **common)
     ds.info.extra["imported_from"] = str(path)
@@ -323,8 +349,46 @@ def _import(args: argparse.Namespace) -> int:
     kind = "public" if args.public else "sensitive"
     dropped = ds.info.extra.get("dropped_final_rows") or 0
     note = f"; {dropped} final rows only closed their episodes (no next_obs columns)" if dropped else ""
+    if schema is not None:
+        note = f"; schema {args.schema}, {ds.info.extra['imported_layout']} layout, " \
+               f"{int(ds.terminals.sum())} terminal transitions"
     print(f"imported {ds.n_transitions} transitions in {ds.n_episodes} episodes ({kind}, obs {ds.obs_dim} / act "
           f"{ds.act_dim} dims, env {ds.info.env_id or '-'}{note}) -> {out}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    """``datasets export``: csv / parquet here (the holder's own columns); npz and d3rlpy in
+    :func:`~privsynth.commands._dataset_export.export_command`."""
+    if args.format is None:
+        suffix = Path(args.path or "").suffix.lower()
+        args.format = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}.get(suffix, "npz")
+    if args.format not in ("csv", "parquet"):
+        if args.with_next:
+            raise InvalidData("--with-next applies to csv and parquet exports")
+        return export_command(args)
+    from privsynth.commands._dataset_export import _export_path, _write_atomic
+    from privsynth.data import minari_io
+    from privsynth.data.schema import export_frame
+
+    dataset_id = _need_id(args)
+    if not args.path:
+        raise PrivsynthError("an output file path is required")
+    out = _export_path(args.path, args.format, args.overwrite)
+    if args.format == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise InvalidData("parquet export needs pyarrow (pip install 'privsynth[parquet]')") from None
+    ds = minari_io.load_dataset(dataset_id)
+    df = export_frame(ds, with_next=args.with_next)
+    if args.format == "csv":
+        _write_atomic(out, lambda f: f.write(df.to_csv(index=False, float_format="%.7g").encode("utf-8")))
+    else:
+        _write_atomic(out, lambda f: df.to_parquet(f, index=False))
+    names = "the schema's column names" if ds.info.schema else "obs_i / act_i columns (no schema)"
+    print(f"exported {ds.n_transitions} transitions of {minari_io.resolve_id(dataset_id)} in "
+          f"{len(np.unique(ds.episode_ids))} episodes ({names}, one row per step) -> {out}")
     return 0
 
 

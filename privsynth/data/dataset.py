@@ -51,6 +51,8 @@ class DatasetInfo:
     ref_max_score: float | None = None  # return of the noiseless expert controller
     sensitive: bool = False  # normalisers refuse to fit on sensitive data
     privacy_card: dict[str, Any] | None = None  # filled by privsynth.privacy on release
+    # the holder's declared schema (privsynth.data.schema; public metadata, never learned from the data)
+    schema: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -96,6 +98,7 @@ _INFO_CHECKS: dict[str, Any] = {
     "sensitive": lambda v: isinstance(v, (bool, np.bool_)),
     "privacy_card": lambda v: v is None or isinstance(v, dict),
     "extra": lambda v: isinstance(v, dict),
+    "schema": lambda v: v is None or isinstance(v, dict),
 }
 
 
@@ -104,7 +107,8 @@ _INFO_CHECKS: dict[str, Any] = {
 # policy on it). None is a statistic of the sensitive rows (docs/DESIGN.md invariants 1, 7, 8).
 # the per-row arrays of an OfflineDataset, in field order
 ARRAY_FIELDS = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts", "episode_ids")
-ENV_FACT_FIELDS = ("env_id", "env_kwargs", "obs_keys", "action_low", "action_high", "ref_min_score", "ref_max_score")
+ENV_FACT_FIELDS = ("env_id", "env_kwargs", "obs_keys", "action_low", "action_high", "ref_min_score", "ref_max_score",
+                   "schema")
 
 
 def environment_facts(info: DatasetInfo) -> dict[str, Any]:

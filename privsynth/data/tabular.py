@@ -323,8 +323,26 @@ def from_pandas(
     ref_min_score: float | None = None,
     ref_max_score: float | None = None,
     sensitive: bool = True,
+    schema: Any = None,
+    impute: str | None = None,
 ) -> OfflineDataset:
-    """An :class:`OfflineDataset` from a DataFrame in the column layout of the module docstring."""
+    """An :class:`OfflineDataset` from a DataFrame in the column layout of the module docstring, or, with ``schema``
+    (a :class:`~privsynth.data.schema.Schema`, its dict or a YAML/JSON file), in the holder's own columns
+    (:func:`privsynth.data.schema.from_schema_frame`; ``impute="ffill"`` fills missing observations per episode)."""
+    if schema is not None:
+        given = [k for k, v in (("env_id", env_id), ("columns", columns), ("observation_columns", observation_columns),
+                                ("action_columns", action_columns),
+                                ("next_observation_columns", next_observation_columns), ("obs_keys", obs_keys)) if v]
+        if given:
+            raise InvalidData(f"{', '.join(given)} name(s) columns or an environment; with a schema the schema "
+                              "declares them")
+        from privsynth.data.schema import from_schema_frame
+
+        ds = from_schema_frame(df, schema, name=name, impute=impute, sensitive=sensitive)
+        ds.info.ref_min_score, ds.info.ref_max_score = ref_min_score, ref_max_score
+        return ds
+    if impute is not None:
+        raise InvalidData("impute needs a schema (it fills observation columns the schema declares)")
     import gymnasium as gym
 
     from privsynth.data.minari_io import check_env_spaces, env_spaces

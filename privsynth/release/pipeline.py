@@ -152,9 +152,15 @@ def synthesize(
             raise PrivacyError(f"the normaliser's epsilon must lie in (0, {epsilon:g}), got {normalizer_epsilon:g}")
         from privsynth.release.support import normaliser_bounds
 
-        bounds = normaliser_bounds(sens.info, sens.obs_dim, sens.act_dim, obs_bounds=obs_bounds,
-                                   reward_bounds=reward_bounds)  # before any sensitive row is read
-    elif not pubs and pretrained is None and not resumable:
+        if sens.info.schema is not None:  # the schema's bounds, in the model's (one-hot) encoding
+            from privsynth.data.schema import RowCodec
+
+            bounds = RowCodec(sens.info.schema).bounds()
+        else:
+            bounds = normaliser_bounds(sens.info, sens.obs_dim, sens.act_dim, obs_bounds=obs_bounds,
+                                       reward_bounds=reward_bounds)  # before any sensitive row is read
+    scratch = not dp_norm and not pubs and pretrained is None and sens.info.schema is not None  # schema bounds
+    if not dp_norm and not scratch and not pubs and pretrained is None and not resumable:
         raise InvalidData("no public data: pass public datasets, a pre-trained synthesizer, or a DP normaliser "
                           "budget (normalizer_epsilon / --dp-normalizer)")
     if config is not None and not config.private and out_dataset is not None:
@@ -182,13 +188,22 @@ def synthesize(
             print(f"resuming from {done_pre}: pre-training already done, DP fine-tuning")
             synth = load_synthesizer(done_pre)
             check_model_fits(synth, sens)
+        elif scratch:  # nothing pre-trained (a public fact): the schema's bounds and a from-scratch schedule
+            from privsynth.synth.scratch import schema_synthesizer
+
+            synth = schema_synthesizer(sens.info, sens.obs_dim, sens.act_dim, config)
         elif dp_norm:
-            synth = TransitionSynthesizer(config or demo_config())
             from privsynth.data.dataset import DatasetInfo
             from privsynth.release.support import environment_facts
+            from privsynth.synth.scratch import schema_synthesizer
 
-            # the template is public: the environment's facts only, nothing else of the sensitive dataset's info
-            synth._build(sens.obs_dim, sens.act_dim, DatasetInfo(name=sens.info.name, **environment_facts(sens.info)))
+            if sens.info.schema is not None:
+                synth = schema_synthesizer(sens.info, sens.obs_dim, sens.act_dim, config)
+            else:
+                synth = TransitionSynthesizer(config or demo_config())
+                # the template is public: the environment's facts only, nothing else of the sensitive dataset's info
+                synth._build(sens.obs_dim, sens.act_dim,
+                             DatasetInfo(name=sens.info.name, **environment_facts(sens.info)))
             synth.fit_dp_normalizer(sens, low=bounds[0], high=bounds[1], epsilon=float(normalizer_epsilon),
                                     delta=delta, unit=unit, accountant=synth.config.dp.accountant)
         else:

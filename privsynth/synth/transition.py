@@ -42,6 +42,7 @@ from tqdm.auto import tqdm
 
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.data.normalize import Normalizer, refuse_sensitive
+from privsynth.data.schema import RowCodec, schema_codec
 from privsynth.errors import InvalidData, PrivacyError, SpaceMismatch
 from privsynth.synth.checkpoint import read_checkpoint
 from privsynth.data.units import check_unit
@@ -152,10 +153,12 @@ class TransitionSynthesizer(NetworkSynthesizer):
         # memory for the data holder only and never saved, carded or released
         self.last_finetune_loss: float | None = None
         self.discrete_values: dict[int, list[float]] = {}  # column -> value set, learnt from public data only
+        self.codec: RowCodec | None = None  # the data's declared schema: discrete columns one-hot (public metadata)
 
     # ------------------------------------------------------------------------------------------------ building
     def _build(self, obs_dim: int, act_dim: int, template: DatasetInfo) -> None:
         self._set_layout(obs_dim, act_dim, template)
+        self.codec = schema_codec(template)
         torch.manual_seed(self.config.seed)
         net = ResidualMLPDenoiser(self.data_dim, self.config.denoiser)
         self.model = EDM(net, self.config.edm)
@@ -168,6 +171,21 @@ class TransitionSynthesizer(NetworkSynthesizer):
     def _check_data(self, ds: OfflineDataset) -> None:
         if self.obs_dim is not None:
             self._check_dims(ds)
+        if self.template is not None and (ds.info.schema or None) != (self.template.schema or None):
+            raise SpaceMismatch(f"dataset '{ds.info.name}' has {'another' if ds.info.schema else 'no'} schema than "
+                                "the one the synthesizer was built for; a schema fixes the row encoding")
+
+    @property
+    def data_dim(self) -> int:
+        """Width of a model row; with a schema, discrete columns count one column per declared value."""
+        if self.codec is not None:
+            return self.codec.width - 1 + self.flag_columns
+        return super().data_dim
+
+    def _rows(self, ds: OfflineDataset) -> np.ndarray:
+        """``ds``'s transition matrix as the model sees it (one-hot discrete columns with a schema)."""
+        rows = ds.transition_matrix()
+        return self.codec.encode(rows) if self.codec is not None else rows
 
     @property
     def released(self) -> EDM:
@@ -204,9 +222,10 @@ class TransitionSynthesizer(NetworkSynthesizer):
         for ds in datasets:
             self._check_data(ds)
         if self.normalizer is None:
-            self.normalizer = fit_public_normalizer(datasets, self.config.next_state)
-        rows = np.concatenate([ds.transition_matrix() for ds in datasets])
-        self.discrete_values = self._discrete_support(rows)
+            self.normalizer = self.codec.normalizer() if self.codec is not None else \
+                fit_public_normalizer(datasets, self.config.next_state)
+        rows = np.concatenate([self._rows(ds) for ds in datasets])
+        self.discrete_values = self._discrete_support(rows) if self.codec is None else {}
         x = torch.as_tensor(self.normalizer.normalize(rows))
         self.public_data += [ds.info.name for ds in datasets]
         self._train_plain(
@@ -279,6 +298,23 @@ class TransitionSynthesizer(NetworkSynthesizer):
             self.history[-1]["rows"] = None
             self.last_finetune_loss = final
 
+    def fit_dp_normalizer(self, sensitive: OfflineDataset, *, low: Any, high: Any, epsilon: float, delta: float,
+                          unit: Unit = "transition", accountant: str = "pld") -> "TransitionSynthesizer":
+        """As :meth:`NetworkSynthesizer.fit_dp_normalizer`; with a schema, the DP statistics are those of the
+        encoded rows (one-hot discrete columns) clipped to ``low`` / ``high`` (the schema's bounds)."""
+        if self.codec is None:
+            return super().fit_dp_normalizer(sensitive, low=low, high=high, epsilon=epsilon, delta=delta, unit=unit,
+                                             accountant=accountant)
+        from privsynth.privacy.dp_stats import dp_normalizer
+
+        norm, event = dp_normalizer(self._rows(sensitive), episode_ids=sensitive.episode_ids, low=low, high=high,
+                                    epsilon=epsilon, delta=delta, unit=unit, accountant=accountant,
+                                    noise_seed=self.config.noise_seed)
+        if self._ledger is not None:
+            self._ledger.append(event)
+        self.normalizer, self.normalizer_event = norm, event
+        return self
+
     # ---------------------------------------------------------------------------------------- DP fine-tuning
     def _check_can_finetune(self, sensitive: OfflineDataset) -> None:
         if self.normalizer is None:
@@ -333,7 +369,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
         assert self.model is not None and self.ema is not None and self.normalizer is not None
         cfg = self.config
         tc = cfg.finetune
-        x = torch.as_tensor(self.normalizer.normalize(sensitive.transition_matrix()))
+        x = torch.as_tensor(self.normalizer.normalize(self._rows(sensitive)))
         if not cfg.private:
             self._train_plain(x, tc, phase="finetune", curiosity=cfg.finetune_curiosity, progress=progress)
             self.nonprivate_finetunes += 1
@@ -477,6 +513,8 @@ class TransitionSynthesizer(NetworkSynthesizer):
         finite = np.isfinite(rows).all(axis=1)
         dropped = int((~finite).sum())
         rows = rows[finite]
+        if self.codec is not None:  # argmax, whole numbers and the declared bounds: post-processing of DP outputs
+            return self.codec.decode(rows), dropped
         if self.config.sampler.snap_discrete:
             for j, vals in self.discrete_values.items():
                 v = np.asarray(vals, dtype=np.float32)
@@ -531,6 +569,17 @@ class TransitionSynthesizer(NetworkSynthesizer):
     def rows_to_dataset(self, rows: np.ndarray, name: str | None = None) -> OfflineDataset:
         """Un-normalised sampled rows -> a releasable dataset carrying the card and ``last_sample_stats``."""
         assert self.template is not None
+        episode_ids = timeouts = None
+        if self.codec is not None and self.history and self.history[-1].get("unit") == "trajectory":
+            from privsynth.synth.chain import chain_episodes  # whole trajectories from the released rows (free)
+
+            enc = self.normalizer.normalize(self.codec.encode(rows))
+            o = self.obs_dim_encoded
+            a = sum(c.width for c in self.codec.act)
+            order, episode_ids, timeouts = chain_episodes(
+                enc[:, :o], enc[:, o + a + 1: 2 * o + a + 1], rows[:, -1] > self.config.sampler.terminal_threshold)
+            rows = rows[order]
+            self.last_sample_stats["chained_episodes"] = int(len(np.unique(episode_ids)))
         info = dataclasses.replace(
             self.template,
             name=name or f"synthetic-{self.name}",
@@ -539,8 +588,14 @@ class TransitionSynthesizer(NetworkSynthesizer):
             extra={"synthesizer": self.name, "sample": dict(self.last_sample_stats)},
         )
         return OfflineDataset.from_transition_matrix(
-            rows, self.obs_dim, self.act_dim, info=info, terminal_threshold=self.config.sampler.terminal_threshold
+            rows, self.obs_dim, self.act_dim, info=info, terminal_threshold=self.config.sampler.terminal_threshold,
+            episode_ids=episode_ids, timeouts=timeouts,
         )
+
+    @property
+    def obs_dim_encoded(self) -> int:
+        """Columns of one state in the model's row (one-hot discrete columns with a schema)."""
+        return sum(c.width for c in self.codec.obs) if self.codec is not None else int(self.obs_dim or 0)
 
     # ------------------------------------------------------------------------------------------------- the card
     card_note = "dataset sizes used for sampling rates are treated as public"

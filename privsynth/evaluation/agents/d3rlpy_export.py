@@ -97,9 +97,12 @@ def require_d3rlpy() -> Any:
 
 
 def to_d3rlpy(data: OfflineDataset, layout: Layout = "auto") -> Any:
-    """A ``d3rlpy.dataset.MDPDataset`` holding exactly ``data``'s transitions (continuous actions)."""
+    """A ``d3rlpy.dataset.MDPDataset`` holding exactly ``data``'s transitions: discrete actions when the dataset's
+    schema declares one categorical or binary action (value indices), else continuous."""
     d3rlpy = require_d3rlpy()
     arrays = d3rlpy_arrays(data, layout)
+    space = d3rlpy.constants.ActionSpace.DISCRETE if _discrete_schema_action(data) else \
+        d3rlpy.constants.ActionSpace.CONTINUOUS
     with contextlib.redirect_stdout(io.StringIO()):  # its "signatures automatically determined" info lines
         return d3rlpy.dataset.MDPDataset(
             observations=arrays["observations"],
@@ -107,5 +110,11 @@ def to_d3rlpy(data: OfflineDataset, layout: Layout = "auto") -> Any:
             rewards=arrays["rewards"],
             terminals=arrays["terminals"],
             timeouts=arrays["timeouts"],
-            action_space=d3rlpy.constants.ActionSpace.CONTINUOUS,
+            action_space=space,
         )
+
+
+def _discrete_schema_action(data: OfflineDataset) -> bool:
+    """Whether ``data``'s schema declares a single categorical or binary action."""
+    acts = (data.info.schema or {}).get("actions") or []
+    return len(acts) == 1 and acts[0].get("kind") in ("categorical", "binary")
