@@ -17,7 +17,7 @@ SCREEN_LINES, COLUMNS = 50, 100
 # The kind of every visible string option argparse cannot tell from its type: one name, one kind everywhere.
 DECLARED = {
     # filesystem paths (files or folders): --out is always a path
-    "--out": "path", "--checkpoint": "path", "--model": "path", "--pretrained": "path", "--reference-model": "path",
+    "--out": "path", "--schema": "path", "--checkpoint": "path", "--model": "path", "--pretrained": "path", "--reference-model": "path",
     "--save-model": "path", "--workdir": "path", "--trajscore-encoder": "path", "--plot": "path",
     "--report": "path", "--results-dir": "path", "--store": "path",
     # one dataset id (Minari id; the audits also take a .npz cache)

@@ -1,5 +1,8 @@
 """``privsynth datasets``: make, list, show, import, export, split and delete local (Minari) datasets.
 
+Why this module is long: seven leaves of one verb share their parser helpers and one-line error handling; the
+import leaf carries the own-data options (schema, layouts, impute) of issue 39.
+
 Thin wrappers over :mod:`privsynth.data.pointmaze`, :mod:`privsynth.data.locomotion.generate`,
 :mod:`privsynth.data.split` and :mod:`privsynth.data.minari_io`; every user error is a
 :class:`~privsynth.errors.PrivsynthError` (one line, exit status 2).
