@@ -262,6 +262,7 @@ def test_schema_path_normaliser_comes_from_the_schema_only(icu_sensitive):
     assert a.config.next_state == "absolute" and a.config.dp.trainable == "all"
 
 
+@pytest.mark.slow
 def test_cli_holder_walkthrough_without_public_data(tmp_path, capsys, monkeypatch):
     csv, schema = cohort(tmp_path, patients=40)
     assert _import(capsys, csv, schema, name="ward")[0] == 0
@@ -290,6 +291,7 @@ def test_reward_with_declared_values_is_stored_as_values_and_decoded_to_them(tmp
         Schema.from_dict(bad)
 
 
+@pytest.mark.slow  # importing d3rlpy takes seconds
 def test_d3rlpy_export_keeps_a_declared_discrete_action(tmp_path):
     pytest.importorskip("d3rlpy")
     import d3rlpy
@@ -303,6 +305,7 @@ def test_d3rlpy_export_keeps_a_declared_discrete_action(tmp_path):
     assert to_d3rlpy(ds).dataset_info.action_space == d3rlpy.constants.ActionSpace.CONTINUOUS
 
 
+@pytest.mark.slow
 def test_schema_with_a_dp_normaliser_charges_it_and_clips_to_the_schema(icu_sensitive):
     from privsynth.release import synthesize
 
