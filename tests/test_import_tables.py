@@ -93,7 +93,7 @@ def test_synthesize_without_public_data_in_the_cli_charges_the_dp_normaliser(tmp
     out = minari_io.load_dataset("nopub")
     card = out.info.privacy_card
     ledger = Ledger.from_dict(card["ledger"])
-    assert [ev.mechanism for ev in ledger.events] == ["gaussian", "dpsgd"]  # the normaliser is charged, first
+    assert [ev.mechanism for ev in ledger.events] == ["gaussian", "laplace", "dpsgd"]  # the normaliser first, then the unit count and DP-SGD
     assert ledger.events[0].params["noise"] == "secure" and card["epsilon"] <= 8.0 + 1e-9
     assert card["normalizer"] == "dp" and not card["public_data"]
     space = gym.make("Pendulum-v1").action_space

@@ -111,7 +111,7 @@ def register(subparsers: Any) -> None:
     exp.add_argument("path", nargs="?", metavar="FILE",
                      help="output file (npz: '.npz' is appended when FILE does not end in it; d3rlpy: e.g. .h5)")
     exp.add_argument("--format", choices=("npz", "d3rlpy", "csv", "parquet"), default=None,
-                     help="default: from FILE's suffix (.csv, .parquet), else npz. csv / parquet: one row per step "
+                     help="csv / parquet when FILE ends in .csv / .parquet (default: npz). csv / parquet: one row per step "
                           "with an episode and a step column, in the schema's column names and values; npz: D4RL-style arrays (observations, actions, rewards, next_observations, terminals, "
                           "timeouts, episode_ids); every Minari episode ends in a terminal or a timeout, so "
                           "splitting on terminals|timeouts gives the Minari episodes; d3rlpy: an MDPDataset file "
