@@ -68,3 +68,12 @@ def refuse_existing(path: str | Path, overwrite: bool, *, label: str = "", what:
     data is read); ``label`` names the option (``"--out "``), ``what`` says what the file probably is."""
     if Path(path).exists() and not overwrite:
         raise InvalidData(f"{label}{path} exists{what}; pass --overwrite to replace it")
+
+
+def budget_from_args(args: argparse.Namespace, default_unit: str | None = None):
+    """The one place a command builds its privacy request: a :class:`privsynth.privacy.Budget` from ``--epsilon``,
+    ``--delta`` and ``--unit`` (``default_unit`` when ``--unit`` was not given), validated once (issue 38)."""
+    from privsynth.privacy.budget import Budget
+
+    unit = getattr(args, "unit", None) or default_unit or "transition"
+    return Budget(args.epsilon, args.delta, unit)

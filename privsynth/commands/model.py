@@ -58,17 +58,19 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         check_model_fits(synth, sens)
         check_pretrained_public(synth, sens, pretrained_card(args.model))  # its public data is not the sensitive set
         main = group is None or group.rank == 0
-        args.unit = args.unit or "transition"
-        record_dp_request(synth.config, args.epsilon, args.delta, args.unit)
-        synth.finetune(sens, args.epsilon, args.delta, args.unit, progress=main and not args.quiet)
+        from privsynth.commands._types import budget_from_args
+
+        budget = budget_from_args(args, "transition")
+        record_dp_request(synth.config, budget.epsilon, budget.delta, budget.unit)
+        synth.finetune(sens, budget.epsilon, budget.delta, budget.unit, progress=main and not args.quiet)
         if main:
             from privsynth.privacy.guard import guarded_save_model
 
-            guarded_save_model(synth, args.out, args.epsilon, args.delta)
+            guarded_save_model(synth, args.out, budget.epsilon, budget.delta)
             ranks = f" on {group.world_size} processes" if group is not None else ""
             h = synth.history[-1]  # its timing stays off the saved checkpoint (a release) but is the holder's to see
             print(f"fine-tuned on {sens.info.name}{ranks}: epsilon {synth.ledger.epsilon():.4g} at delta "
-                  f"{args.delta:g} ({args.unit}), {h['steps']} steps in {h['seconds']:.1f} s -> {args.out}")
+                  f"{budget.delta:g} ({budget.unit}), {h['steps']} steps in {h['seconds']:.1f} s -> {args.out}")
     finally:
         dist_dp.shutdown()
     return 0

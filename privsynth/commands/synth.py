@@ -172,12 +172,13 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
 
         override(cfg, _tuples(overrides(args.set)), where="--set")
     pubs = _ids(args.public)
+    from privsynth.commands._types import budget_from_args
+    from privsynth.synth import registry
+
     res = synthesize(
         args.sensitive,
-        epsilon=args.epsilon,
-        delta=args.delta,
+        budget=budget_from_args(args, registry.entry(args.synth).units[0]),
         public=pubs or None,
-        unit=args.unit,
         n=args.n,
         synth=args.synth,
         config=cfg,
