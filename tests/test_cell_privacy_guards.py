@@ -142,13 +142,17 @@ def _failure(guarded_run, stage):
 
 
 def _rdp_epsilon(events, delta):
-    """ε at δ of DP-SGD events under dp_accounting's RDP accountant, straight from the ledger's recorded σ, q, T."""
+    """ε at δ of the ledger's events under dp_accounting's RDP accountant, straight from the recorded σ, q, T of each
+    DP-SGD event and the scale of each Laplace unit count (issue 36: N is counted with DP)."""
     import dp_accounting as dpa
     from dp_accounting.rdp import rdp_privacy_accountant
 
     acc = rdp_privacy_accountant.RdpAccountant()
     for ev in events:
         p = ev["params"]
+        if ev["mechanism"] == "laplace":
+            acc.compose(dpa.LaplaceDpEvent(p["scale"] / p["sensitivity"]))
+            continue
         acc.compose(dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(
             p["sample_rate"], dpa.GaussianDpEvent(p["noise_multiplier"])), p["steps"]))
     return acc.get_epsilon(delta)
@@ -181,15 +185,15 @@ def test_staged_cell_reports_the_ledger_total_within_its_budget(guarded_run):
     suite, records, _ = guarded_run
     dp = records["dp"]
     events = _ledger_events(suite, dp)
-    assert len(events) == 1
+    assert [e["mechanism"] for e in events] == ["laplace", "dpsgd"]  # the unit count, then DP-SGD
     eps = dp["result"]["dp_epsilon"]
     assert 0 < eps <= 5.0 and eps <= _rdp_epsilon(events, 1e-4) * (1 + 1e-6)
     assert "over the budget of 5" in _failure(guarded_run, "chain_over")
     chain = records["chain"]
     both = _ledger_events(suite, chain)
     total = chain["result"]["dp_epsilon"]
-    assert len(both) == 2 and total <= 30.0
-    assert total > max(e["params"]["epsilon_spent"] for e in both)  # not the last event's ε alone
+    assert [e["mechanism"] for e in both] == ["laplace", "dpsgd"] * 2 and total <= 30.0
+    assert total > max(e["params"].get("epsilon_spent", 0.0) for e in both)  # not the last event's ε alone
     assert total <= _rdp_epsilon(both, 1e-4) * (1 + 1e-6)
 
 

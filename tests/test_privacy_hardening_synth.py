@@ -242,9 +242,9 @@ def test_trajectory_items_use_a_public_cap_and_truncate():
         s = TrajectorySynthesizer(cfg).pretrain(pub, progress=False).finetune(ds, 3.0, 1e-2, progress=False)
         ph = dict(s.history[-1])
         assert "fragments_max" not in ph and ph["trajectory_length_cap"] == 10
-        cards.append({k: v for k, v in ph.items() if k not in ("seconds", "trajectories", "steps", "sample_rate",
+        cards.append({k: v for k, v in ph.items() if k not in ("seconds", "trajectories_noisy", "steps", "sample_rate",
                                                                "noise_multiplier", "epsilon")})
-    assert cards[0] == cards[1]  # what differs is N and what N sets (public, named on the card), and timing
+    assert cards[0] == cards[1]  # what differs is the DP count of N and what it sets, and timing
     # the environment's spec is a public source for the cap
     info = dataclasses.replace(pub.info, env_id="Anything-v0", env_kwargs={"max_episode_steps": 77})
     assert public_max_episode_steps(info) == 77
@@ -321,7 +321,7 @@ def test_dp_normaliser_event_is_charged_to_the_synthesizer_ledger():
     synth.fit_dp_normalizer(sens, low=-6, high=6, epsilon=1.0, delta=DELTA)
     synth.finetune(sens, 3.0, DELTA, progress=False)
     names = [ev.name for ev in synth.ledger.events]
-    assert names[0].startswith("DP normalisation") and len(names) == 2
+    assert names[0].startswith("DP normalisation") and len(names) == 3  # + the unit count, then DP-SGD
     dpsgd_alone = synth.history[-1]["epsilon"]
     assert synth.ledger.epsilon() > dpsgd_alone  # composed
     card = synth.card()
