@@ -9,7 +9,6 @@ the flat form of the previous release is the hidden ``audit legacy``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 

@@ -40,7 +40,6 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 def cmd_finetune(args: argparse.Namespace) -> int:
     from privsynth.privacy import distributed as dist_dp
     from privsynth.release import as_dataset
-    from privsynth.synth import TransitionSynthesizer
     from privsynth.synth.pretrained import resolve_pretrained
 
     from privsynth.release import check_model_fits, check_pretrained_public, load_synthesizer, record_dp_request

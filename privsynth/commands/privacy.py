@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from privsynth.commands._surface import hidden_option, hidden_parser
-from privsynth.errors import InvalidData, PrivacyError
+from privsynth.errors import PrivacyError
 
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:

@@ -35,7 +35,7 @@ import resource
 import time
 from typing import Any
 
-from privsynth.errors import InvalidData, PrivacyError
+from privsynth.errors import InvalidData
 from privsynth.evaluation.bench.context import CellContext
 from privsynth.evaluation.cell_guards import check_pretrained_on_public, check_public_only_model, check_staged_budget
 from privsynth.evaluation.cell_guards import public_datasets as _public  # privacy guards of these cells

@@ -44,9 +44,6 @@ class Budget:
         acc.check_delta(self.delta, count_units(dataset, self.unit))
         return self
 
-    def with_unit(self, unit: str) -> "Budget":
-        return Budget(self.epsilon, self.delta, unit)
-
 
 def as_budget(budget: Budget | None = None, *, epsilon: float | None = None, delta: float | None = None,
               unit: str | None = None, default_unit: str = "transition") -> Budget:

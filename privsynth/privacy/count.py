@@ -16,9 +16,8 @@ PRV cannot take it and the ledger then composes it with RDP.
 """
 from __future__ import annotations
 
-import math
-
 from privsynth.errors import PrivacyError
+from privsynth.privacy import accounting as acc
 from privsynth.privacy.events import LedgerEvent
 from privsynth.privacy.noise import NoiseSource, as_noise_source
 
@@ -29,9 +28,7 @@ COUNT_SHARE = 0.02  # share of a mechanism's ε spent on counting its privacy un
 
 def count_epsilon(epsilon: float) -> float:
     """ε spent on the unit count of a mechanism whose whole budget is ``epsilon``."""
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise PrivacyError(f"epsilon must be a positive finite number, got {epsilon}")
-    return COUNT_SHARE * float(epsilon)
+    return COUNT_SHARE * acc.check_epsilon(epsilon)
 
 
 def noisy_unit_count(
@@ -49,8 +46,7 @@ def noisy_unit_count(
     """
     if not (isinstance(n_units, int) and n_units >= 0):
         raise PrivacyError(f"the number of privacy units must be a non-negative integer, got {n_units!r}")
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise PrivacyError(f"the count's epsilon must be a positive finite number, got {epsilon}")
+    acc.check_epsilon(epsilon, "the count's epsilon")
     src = as_noise_source(source)
     scale = 1.0 / float(epsilon)
     noisy = float(n_units) + float(src.numpy_rng().laplace(0.0, scale))

@@ -22,9 +22,9 @@ import numpy as np
 
 from privsynth.data.units import DATA_UNITS, check_unit
 from privsynth.data.normalize import Normalizer
-from privsynth.errors import InvalidData, PrivacyError
+from privsynth.errors import InvalidData
 from privsynth.privacy import accounting as acc
-from privsynth.privacy.ledger import UNITS, LedgerEvent
+from privsynth.privacy.ledger import LedgerEvent
 from privsynth.privacy.mechanisms import gaussian_mechanism
 from privsynth.privacy.noise import NoiseSource
 

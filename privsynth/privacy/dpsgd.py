@@ -52,7 +52,7 @@ from privsynth.privacy import accounting as acc
 from privsynth.privacy import distributed as dist_dp
 from privsynth.privacy.count import count_epsilon, noisy_unit_count
 from privsynth.privacy.fastclip import BookKeepingClipper, supported
-from privsynth.privacy.ledger import UNITS, LedgerEvent
+from privsynth.privacy.ledger import LedgerEvent
 from privsynth.privacy.noise import NoiseSource
 
 __all__ = ["DPSGDConfig", "DPTrainResult", "dp_train", "GRAD_SAMPLE_MODES"]

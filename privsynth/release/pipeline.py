@@ -28,7 +28,7 @@ from privsynth.release.checks import (
 from privsynth.release.guarded import release_dataset
 from privsynth.release.support import prepare_release
 from privsynth.synth.base import Unit
-from privsynth.synth.config import TransitionSynthConfig, demo_config
+from privsynth.synth.config import demo_config
 from privsynth.synth.pretrained import pretrained_card, resolve_pretrained
 from privsynth.synth.transition import TransitionSynthesizer
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Sequence
 
 from privsynth.config_io import config_to_dict
 from privsynth.data.dataset import OfflineDataset, environment_facts

@@ -36,7 +36,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from privsynth.data.units import DATA_UNITS, check_unit
-from privsynth.data.dataset import DatasetInfo, OfflineDataset
+from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData
 from privsynth.evaluation.mia.epsilon import needed_text
 
