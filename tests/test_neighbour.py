@@ -760,7 +760,9 @@ def test_neighbouring_datasets_differ_only_in_dp_outputs(path: ReleasingPath, tm
 
 
 # the noisy counts themselves (a Laplace count rounds back to N now and then) and the environment's public horizon
-_COUNT_OUTPUTS = ("n_units_noisy", "units_noisy", "trajectories_noisy", "max_episode_steps")
+# Ñ itself and what is computed from Ñ alone: the DP count may round back to the exact N (CI, stop 41: Ñ = 60 = N
+# capped the expected batch, min(B, Ñ) = 60, at unit = trajectory), which is post-processing, not a leak.
+_COUNT_OUTPUTS = ("n_units_noisy", "units_noisy", "trajectories_noisy", "max_episode_steps", "batch_size")
 
 
 def _exact_counts(path: ReleasingPath, data: Any) -> tuple[int, ...]:
