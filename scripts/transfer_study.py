@@ -1,13 +1,17 @@
-"""A quick study of PrivORL-n's DP fine-tuning schedule on the Walker2d transfer proxy (issue 37): from the suite's
-public pre-trained checkpoint, DP fine-tune at ε = 10 with each schedule, sample 50k rows, train 3 IQL agents
-(20k updates, batched) and print the share of the public-to-real gap closed.
+"""A quick study of PrivORL-n's DP fine-tuning schedule on a locomotion transfer proxy (issue 37): from the suite's
+public pre-trained checkpoint, DP fine-tune at ε = 10 with each schedule, sample 50k rows, train 3 agents per agent
+kind (20k updates, batched) and print the share of the public-to-real gap closed.
 
     OMP_NUM_THREADS=1 python scripts/transfer_study.py --checkpoint PATH --real 53.5 --public 8.8 \
         --schedule epochs=30 --schedule epochs=150 [--schedule epochs=150,lr=1e-3]
+    OMP_NUM_THREADS=1 python scripts/transfer_study.py --env hopper --agent iql --agent td3bc \
+        --checkpoint PATH --real 62.2 --real 69.1 --public 1.4 --public 2.5 --schedule epochs=150
 
-The pre-trained checkpoint and the real / public-alone scores come from `evaluation/suites/transfer_walker2d.yaml`
-(its pretrain artifact and its agent_real / agent_public cells). Every dataset is our own public rollout; nothing
-here reads a data holder's data.
+Schedule keys: epochs, lr, batch (DP fine-tune), clip (max_grad_norm), ema (EMA decay), seed (synthesizer seed:
+initial noise of the fine-tune and the sampler), rows (synthetic rows sampled), dp=0 (the same fine-tune without
+clipping or noise: the no-DP control). The pre-trained checkpoint and the real / public-alone scores (one per
+--agent, in the same order) come from `evaluation/suites/transfer_<env>.yaml` (its pretrain artifact and its
+agent_real / agent_public cells). Every dataset is our own public rollout; nothing here reads a data holder's data.
 """
 from __future__ import annotations
 
@@ -30,9 +34,14 @@ def _schedule(text: str) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--checkpoint", required=True, help="the suite's pretrain artifact (model.pt)")
-    ap.add_argument("--real", type=float, required=True, help="real-data IQL final score (the suite's agent_real)")
-    ap.add_argument("--public", type=float, required=True, help="public-alone IQL final score (agent_public)")
-    ap.add_argument("--schedule", action="append", default=[], help="epochs=E[,lr=L][,batch=B] (repeatable)")
+    ap.add_argument("--env", default="walker2d", choices=["walker2d", "hopper"], help="the suite's sensitive body")
+    ap.add_argument("--agent", action="append", default=[], help="iql (default) / td3bc (repeatable)")
+    ap.add_argument("--real", type=float, action="append", required=True,
+                    help="real-data final score per --agent (the suite's agent_real)")
+    ap.add_argument("--public", type=float, action="append", required=True,
+                    help="public-alone final score per --agent (agent_public)")
+    ap.add_argument("--schedule", action="append", default=[],
+                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,seed=S][,rows=R][,dp=0] (repeatable)")
     ap.add_argument("--epsilon", type=float, default=10.0)
     ap.add_argument("--updates", type=int, default=20_000)
     args = ap.parse_args()
@@ -41,7 +50,10 @@ def main() -> None:
     from privsynth.evaluation.agents import AgentJob, train_batched
     from privsynth.synth import registry
 
-    sens = generate_locomotion(LocomotionConfig(env="walker2d", kind="medium", steps=20000, seed=0)).mark_sensitive()
+    agents = args.agent or ["iql"]
+    if not len(agents) == len(args.real) == len(args.public):
+        ap.error("give one --real and one --public per --agent")
+    sens = generate_locomotion(LocomotionConfig(env=args.env, kind="medium", steps=20000, seed=0)).mark_sensitive()
     base = registry.load(args.checkpoint)
     for text in args.schedule or ["epochs=30"]:
         sched = _schedule(text)
@@ -51,17 +63,25 @@ def main() -> None:
         cfg.finetune.epochs = sched.get("epochs", cfg.finetune.epochs)
         cfg.finetune.lr = sched.get("lr", cfg.finetune.lr)
         cfg.finetune.batch_size = int(sched.get("batch", cfg.finetune.batch_size))
+        cfg.dp.max_grad_norm = sched.get("clip", cfg.dp.max_grad_norm)
+        cfg.finetune.ema_decay = sched.get("ema", cfg.finetune.ema_decay)
+        cfg.private = bool(sched.get("dp", 1.0))
+        seed = int(sched.get("seed", 0))
+        cfg.seed = seed
         t0 = time.time()
         synth.finetune(sens, args.epsilon, 1e-5, "transition", progress=False)
-        rows = registry.sample(synth, n_transitions=50_000, seed=0)
+        rows = registry.sample(synth, n_transitions=int(sched.get("rows", 50_000)), seed=seed)
         ft = time.time() - t0
-        runs = train_batched([AgentJob(rows, sens.info, s) for s in (0, 1, 2)], "iql", num_updates=args.updates,
-                             eval_every=2000, eval_episodes=5, final_k=3, progress=False)
-        scores = np.array([r.final_score for r in runs])
-        gap = (scores.mean() - args.public) / (args.real - args.public)
-        print(json.dumps({"schedule": sched, "epsilon": args.epsilon, "dp_steps": synth.history[-1]["steps"],
-                          "iql_final": [round(float(s), 1) for s in scores], "iql_mean": round(float(scores.mean()), 1),
-                          "gap_closed": round(float(gap), 2), "finetune_and_sample_s": round(ft, 1)}), flush=True)
+        out = {"env": args.env, "schedule": sched, "epsilon": args.epsilon if cfg.private else None,
+               "dp_steps": synth.history[-1]["steps"], "finetune_and_sample_s": round(ft, 1)}
+        for agent, real, public in zip(agents, args.real, args.public):
+            runs = train_batched([AgentJob(rows, sens.info, s) for s in (0, 1, 2)], agent, num_updates=args.updates,
+                                 eval_every=2000, eval_episodes=5, final_k=3, progress=False)
+            scores = np.array([r.final_score for r in runs])
+            out[f"{agent}_final"] = [round(float(s), 1) for s in scores]
+            out[f"{agent}_mean"] = round(float(scores.mean()), 1)
+            out[f"{agent}_gap_closed"] = round(float((scores.mean() - public) / (real - public)), 2)
+        print(json.dumps(out), flush=True)
 
 
 if __name__ == "__main__":

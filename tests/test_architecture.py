@@ -23,14 +23,9 @@ LONG_REASON = "Why this module is long:"
 
 # Design circles (through deferred imports) known today, each as the set of its modules. Entries are removed as the
 # refactors that own them land (test_allowed_cycles_still_exist fails on a stale entry); a new circle fails.
-ALLOWED_CYCLES: set[frozenset[str]] = {
-    # in privsynth/data/, one deferred edge closes it: OfflineDataset.from_pandas imports data.tabular (which builds
-    # OfflineDatasets, reads schemas and checks environments through minari_io); every other edge points at
-    # data.dataset. Left open (issue 38): the classmethod API needs the edge, a module-level reader would not.
-    frozenset({"privsynth.data.dataset", "privsynth.data.envs", "privsynth.data.minari_hdf5", "privsynth.data.minari_io",
-               "privsynth.data.minari_spaces", "privsynth.data.tabular", "privsynth.data.schema",
-               "privsynth.data.normalize"}),
-}
+ALLOWED_CYCLES: set[frozenset[str]] = set()  # none left (issue 38): the data/ circle closed by
+# OfflineDataset.from_pandas went when the method moved to the package's __init__ and the table readers' shared cells
+# to data.table_cells
 
 # Modules over MAX_LINES lines that do not state why yet, all outside privsynth/evaluation/ and left to the
 # refactors that own them (split, or a "Why this module is long:" line); line counts as of this list's writing.
@@ -296,3 +291,107 @@ def test_the_release_route_branches_on_capabilities_not_names():
     offenders = [f"{name}:{i}" for name, path in all_modules().items() if name.startswith("privsynth.release")
                  for i, line in enumerate(path.read_text().splitlines(), 1) if names.search(line)]
     assert not offenders, offenders
+
+
+# ------------------------------------------------------------------------------------------ one guarded writer
+# issue 38: privsynth.privacy.guard.guarded_write is the one function that puts a DP artifact in place (budget checked
+# before and after writing, written aside, renamed). A call of a write primitive (``write_dataset``,
+# ``write_dataset_dir``, ``*.save``, ``torch.save``, ``atomic_torch_save``) anywhere else in privsynth must either sit
+# inside a guarded_write call (its ``write`` callback, a lambda or a function passed by name) or be listed here with
+# why it writes nothing a data holder would publish as DP. A new unguarded write fails until it is guarded or listed.
+_WRITE_PRIMITIVES = {"write_dataset", "write_dataset_dir", "save", "atomic_torch_save", "torch.save"}
+_UNGUARDED_WRITES: dict[tuple[str, str], str] = {
+    # the primitives themselves (each called by guarded_write's callbacks, or by the entries below)
+    ("privsynth.data.minari_io", "write_dataset"): "primitive: the atomic Minari writer",
+    ("privsynth.synth.checkpoint", "atomic_torch_save"): "primitive",
+    ("privsynth.synth.base", "NetworkSynthesizer.save"): "primitive: a synthesizer's checkpoint",
+    ("privsynth.synth.baselines.pategan", "PATEGANSynthesizer.save"): "primitive",
+    ("privsynth.evaluation.trajscore", "TrajEncoder.save"): "primitive",
+    ("privsynth.synth.plain_training", "train_plain"): "resumable checkpoint of non-private (public) training",
+    # public data, or the holder's own data on the holder's machine (never a release)
+    ("privsynth.commands.datasets", "_generate_and_write"): "datasets make: generated public or example data",
+    ("privsynth.commands.datasets", "_import"): "datasets import: the holder's own table into the holder's store",
+    ("privsynth.data.split", "write_split"): "datasets split: the holder's own data, cut in two",
+    ("privsynth.commands.method", "_data"): "method data: a method's generated example data",
+    ("privsynth.commands.primorl", "_data"): "the generated Pendulum example data",
+    ("privsynth.demo", "_dataset"): "the demo's generated public and sensitive sets",
+    ("privsynth.demo", "_datasets"): "the demo's generated public and sensitive sets",
+    ("privsynth.demo", "_store_part"): "the demo's split of its own generated sensitive set (its audit's members)",
+    ("privsynth.commands.model", "cmd_pretrain"): "model pretrain: public data only",
+    ("privsynth.evaluation.cells", "pretrain_cell"): "bench pre-training on public data",
+    ("privsynth.evaluation.mia.canary", "run_canary_audit"): "the canary audit's public pre-training",
+    ("privsynth.release.pipeline", "synthesize"): "the workdir's public pre-training stage",
+    # non-private controls, kept on the holder's machine and refused by the release guard
+    ("privsynth.evaluation.cells", "_save_checkpoint"): "public-only or no-DP bench controls (private ones guarded)",
+    ("privsynth.release.pipeline", "_save_stage"): "the no-privacy ablation's stage file (private ones guarded)",
+    # holder-side evaluation artefacts and methods' own non-sensitive inputs
+    ("privsynth.commands.evaluate", "_evaluate"): "TrajScore encoder fitted on public data (--public)",
+    ("privsynth.evaluation.report", "_trajscore_section"): "TrajScore encoder fitted on public data",
+    ("privsynth.methods.kickstart.experiments", "train_teacher"): "PPO teacher trained in the simulator (no data)",
+    ("privsynth.methods.kickstart.experiments", "teacher_from_dataset"): "refuses sensitive datasets first",
+}
+
+
+def _callee(call: ast.Call) -> str | None:
+    f = call.func
+    if isinstance(f, ast.Name):
+        return f.id
+    if isinstance(f, ast.Attribute):
+        return "torch.save" if f.attr == "save" and isinstance(f.value, ast.Name) and f.value.id == "torch" else f.attr
+    return None
+
+
+def unguarded_writes(root: Path = ROOT) -> set[tuple[str, str]]:
+    """(module, enclosing function) of every write-primitive call not inside a guarded_write callback."""
+    found: set[tuple[str, str]] = set()
+    for name, path in all_modules(root).items():
+        tree = ast.parse(path.read_text())
+        spans, passed = [], set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and _callee(node) == "guarded_write":
+                for arg in node.args[1:2] + [k.value for k in node.keywords if k.arg == "write"]:
+                    spans.append((arg.lineno, arg.end_lineno))
+                    if isinstance(arg, ast.Name):
+                        passed.add(arg.id)
+
+        def walk(node: ast.AST, stack: list[str]) -> None:
+            for child in ast.iter_child_nodes(node):
+                inner = stack + [child.name] if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                     ast.ClassDef)) else stack
+                if isinstance(child, ast.Call) and _callee(child) in _WRITE_PRIMITIVES:
+                    guarded = any(a <= child.lineno <= b for a, b in spans) or any(s in passed for s in inner)
+                    if not guarded:
+                        found.add((name, ".".join(inner)))
+                walk(child, inner)
+
+        walk(tree, [])
+    return found
+
+
+def test_checker_sees_unguarded_and_guarded_writes(tmp_path):
+    pkg = tmp_path / "privsynth"
+    pkg.mkdir()
+    (pkg / "m.py").write_text(
+        "def leak(ds, synth):\n    write_dataset(ds, 'x')\n    synth.save('m.pt')\n"
+        "def ok(ds, ledger):\n    guarded_write('p', lambda tmp: write_dataset_dir(ds, 'x', tmp), ledger, 1.0)\n"
+        "def ok2(model, ledger):\n    def write(tmp):\n        torch.save(model, tmp)\n"
+        "    guarded_write('p', write, ledger, 1.0)\n")
+    assert unguarded_writes(tmp_path) == {("privsynth.m", "leak")}
+
+
+def test_every_artifact_write_goes_through_the_one_guarded_writer():
+    """issue 38: one function (guarded_write) writes every guarded artifact; every other write is listed above."""
+    new = sorted(unguarded_writes() - set(_UNGUARDED_WRITES))
+    assert not new, ("write through privsynth.privacy.guard.guarded_write (or release_dataset / guarded_save_model, "
+                     "which call it), or list the site in _UNGUARDED_WRITES with why it is no release:\n"
+                     + "\n".join(f"{m}:{f}" for m, f in new))
+    stale = sorted(set(_UNGUARDED_WRITES) - unguarded_writes())
+    assert not stale, f"listed sites that no longer write unguarded (remove them): {stale}"
+
+
+def test_release_helpers_write_through_guarded_write():
+    """release_dataset and guarded_save_model are thin: each places its artifact with guarded_write."""
+    for mod, fn in (("privsynth.release.guarded", "release_dataset"), ("privsynth.privacy.guard", "guarded_save_model")):
+        tree = ast.parse(all_modules()[mod].read_text())
+        body = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == fn)
+        assert any(isinstance(n, ast.Call) and _callee(n) == "guarded_write" for n in ast.walk(body)), (mod, fn)

@@ -94,3 +94,22 @@ def test_teacher_from_stored_dataset_feeds_a_student(tmp_path):
     rec = run_student("aware-silent", 0, cfg, tmp_path)
     assert rec["teacher_answered"] == 200 and rec["query_ledger"]["queries"] == 200
     assert (tmp_path / "runs" / "aware-silent_s0.json").exists()
+
+
+def test_teacher_from_a_sensitive_dataset_is_refused_before_training(tmp_path):
+    """A behaviour-cloned teacher's weights are a function of its rows: cloning one from a sensitive dataset and
+    writing it would release those rows without DP and outside the guard."""
+    import gymnasium as gym
+
+    from privsynth.data.minari_io import write_dataset
+    from privsynth.errors import PrivacyError
+    from privsynth.methods.kickstart.experiments import SuiteConfig, teacher_from_dataset
+    from privsynth.methods.kickstart.offline import collect_dataset
+
+    torch.manual_seed(0)
+    ds = collect_dataset(gym.make("CartPole-v1"), torch.nn.Linear(4, 2), 3, env_id="CartPole-v1", sensitive=True,
+                         name="cp-sens")
+    write_dataset(ds, "privsynth/cartpole-sens-v0")
+    with pytest.raises(PrivacyError, match="marked sensitive"):
+        teacher_from_dataset("privsynth/cartpole-sens-v0", SuiteConfig(env_id="CartPole-v1"), tmp_path, epochs=1)
+    assert not (tmp_path / "teacher.pt").exists()

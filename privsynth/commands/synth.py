@@ -175,9 +175,10 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     from privsynth.commands._types import budget_from_args
     from privsynth.synth import registry
 
+    budget = budget_from_args(args, registry.entry(args.synth).units[0])
     res = synthesize(
         args.sensitive,
-        budget=budget_from_args(args, registry.entry(args.synth).units[0]),
+        budget=budget,
         public=pubs or None,
         n=args.n,
         synth=args.synth,
@@ -194,8 +195,10 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
         postprocess=args.postprocess,
         topup=args.topup,
     )
-    if args.save_model:
-        res.synthesizer.save(args.save_model)
+    if args.save_model:  # the fine-tuned model is a release too: through the guard, within the same budget
+        from privsynth.privacy.guard import guarded_save_model
+
+        guarded_save_model(res.synthesizer, args.save_model, budget.epsilon, budget.delta)
     st = getattr(res.synthesizer, "last_sample_stats", None) or {}
     dropped = f", {st['nan_rows_dropped']} NaN rows dropped" if "nan_rows_dropped" in st else ""
     if args.postprocess:

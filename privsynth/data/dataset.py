@@ -359,16 +359,6 @@ class OfflineDataset:
             info=info or DatasetInfo(),
         )
 
-    @classmethod
-    def from_pandas(cls, df: Any, **kwargs: Any) -> "OfflineDataset":
-        """A dataset from a pandas DataFrame; column layout and options in :func:`privsynth.data.tabular.from_pandas`.
-
-        Marked sensitive unless ``sensitive=False``; ``env_id=...`` checks the widths against the environment.
-        """
-        from privsynth.data.tabular import from_pandas
-
-        return from_pandas(df, **kwargs)
-
     def episodes(self) -> Iterator[Episode]:
         """Iterate over episodes in order (views, no copies)."""
         starts, ends = self._episode_bounds()

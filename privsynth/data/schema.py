@@ -350,7 +350,8 @@ def from_schema_frame(df: Any, schema: Schema | dict | str | Path, *, name: str 
     import pandas as pd
 
     from privsynth.data.dataset import DatasetInfo, OfflineDataset
-    from privsynth.data.tabular import _episode_ids, _flags
+    from privsynth.data.table_cells import episode_ids as _episode_ids
+    from privsynth.data.table_cells import flags as _flags
 
     schema = as_schema(schema)
     if impute not in (None, "ffill"):

@@ -1,11 +1,11 @@
-"""The guarded release: check the ledger against the budget, post-process, write to the Minari store
-(docs/DESIGN.md invariant 3)."""
+"""The guarded release: check the ledger against the budget, post-process, write to the Minari store through
+:func:`privsynth.privacy.guard.guarded_write`, the one writer of every DP artifact (docs/DESIGN.md invariant 3)."""
 from __future__ import annotations
 
 from typing import Any
 
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
-from privsynth.errors import PrivacyError
+from privsynth.errors import PrivacyError, PrivsynthError
 from privsynth.release.support import prepare_release
 
 __all__ = ["release_dataset"]
@@ -39,9 +39,15 @@ def release_dataset(
         raise PrivacyError(f"refusing to release '{dataset.info.name}': its privacy card does not match the ledger")
     spent = check_budget(ledger, epsilon_budget, delta)
     if dataset_id is not None:
-        from privsynth.data.minari_io import write_dataset
+        from privsynth.data import minari_io
+        from privsynth.privacy.guard import guarded_write
 
+        final = minari_io.target_path(dataset_id)
+        if final.exists() and not overwrite:
+            raise PrivsynthError(f"dataset '{dataset_id}' already exists; pass --overwrite (overwrite=True) to replace it")
         if environment is not None:
             dataset = prepare_release(dataset, environment)
-        write_dataset(dataset, dataset_id, overwrite=overwrite)
+        # the one writer of guarded artifacts: budget checked again, written aside, renamed into place
+        guarded_write(final, lambda tmp: minari_io.write_dataset_dir(dataset, dataset_id, tmp), ledger,
+                      epsilon_budget, delta, attach_ledger=False)
     return spent

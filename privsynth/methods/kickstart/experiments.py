@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from privsynth.data.envs import make_env
-from privsynth.errors import PrivsynthError
+from privsynth.errors import PrivacyError, PrivsynthError
 from privsynth.methods.kickstart.curves import smoothed_curve, steps_to_threshold
 from privsynth.methods.kickstart.dirichlet import DirichletMechanism, lipschitz_upper_bound, restrict
 from privsynth.methods.kickstart.offline import BCConfig, train_bc_teacher
@@ -96,6 +96,9 @@ def teacher_from_dataset(dataset_id: str, cfg: SuiteConfig, out: Path, epochs: i
     from privsynth.data.minari_io import load_dataset
 
     ds = load_dataset(dataset_id)
+    if ds.info.sensitive:  # its weights would be a non-DP release of the sensitive rows, written unguarded
+        raise PrivacyError(f"refusing to clone a teacher from '{dataset_id}': it is marked sensitive; use a DP "
+                           "release of it (privsynth synthesize) or public data")
     env = make_env(cfg.env_id)
     net = train_bc_teacher(ds, int(env.action_space.n), BCConfig(hidden=cfg.teacher_hidden, epochs=epochs, seed=seed))
     out.mkdir(parents=True, exist_ok=True)
