@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from privsynth.data.units import DATA_UNITS
@@ -206,6 +207,8 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
         f"{res.epsilon:.4g} at delta {args.delta:g} ({args.unit}){dropped}; "
         f"seconds {json.dumps({k: round(v, 1) for k, v in res.seconds.items()})}"
     )
+    for line in res.warnings:  # released values that break the schema (recorded in the release's metadata)
+        print(f"privsynth: warning: {line} (released rows against the schema)", file=sys.stderr)
     return 0
 
 

@@ -44,6 +44,7 @@ class SynthesisResult:
     dataset_id: str | None = None
     epsilon: float | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # released values that break the schema (:func:`_schema_check`)
 
 
 def synthesize(
@@ -246,6 +247,7 @@ def synthesize(
         raise keep_finetuned(exc, synth, done_fine if done_fine is not None and done_fine.exists() else None,
                              epsilon=epsilon, delta=delta, n=n, name=name, steps=postprocess) from exc
     seconds["sample"] = time.perf_counter() - t0
+    warnings = _schema_check(ds)
     ledger = synth.ledger
     spent = None
     if synth.config.private:
@@ -253,7 +255,8 @@ def synthesize(
     elif out_dataset is not None:
         raise PrivacyError("refusing to release the output of the no-privacy ablation as a dataset")
     seconds["total"] = time.perf_counter() - t_all
-    return SynthesisResult(dataset=ds, ledger=ledger, synthesizer=synth, dataset_id=out_dataset, epsilon=spent, seconds=seconds)
+    return SynthesisResult(dataset=ds, ledger=ledger, synthesizer=synth, dataset_id=out_dataset, epsilon=spent,
+                           seconds=seconds, warnings=warnings)
 
 
 def _synthesize_registered(
@@ -306,10 +309,24 @@ def _synthesize_registered(
         draw=lambda k, i: prepare_release(registry.sample(synth, n_transitions=k, seed=_draw_seed(synth, i),
                                                           name=ds_name), sens.info))
     seconds["sample"] = time.perf_counter() - t0
+    warnings = _schema_check(ds)
     spent = release_dataset(ds, synth.ledger, out_dataset, epsilon_budget=epsilon, delta=delta, overwrite=overwrite)
     seconds["total"] = time.perf_counter() - t_all
     return SynthesisResult(dataset=ds, ledger=synth.ledger, synthesizer=synth, dataset_id=out_dataset, epsilon=spent,
-                           seconds=seconds)
+                           seconds=seconds, warnings=warnings)
+
+
+def _schema_check(ds: OfflineDataset) -> list[str]:
+    """Released values that break ``ds``'s schema (e.g. ``3% of heart_rate outside [20, 250]``), recorded in its
+    metadata as ``extra["schema_check"]`` (not on the ledger). A check on DP outputs and the public schema only:
+    free post-processing. Without a schema: nothing to check, nothing recorded."""
+    if not ds.info.schema:
+        return []
+    from privsynth.data.validity import schema_warnings
+
+    warnings = schema_warnings(ds)
+    ds.info.extra = {**ds.info.extra, "schema_check": {"valid": not warnings, "warnings": warnings}}
+    return warnings
 
 
 def _save_stage(synth: Any, path: Path, epsilon: float, delta: float) -> None:
