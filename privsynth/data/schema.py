@@ -536,11 +536,11 @@ class RowCodec:
                 hi.append(float(c.high))
         return np.array(lo + [0.0]), np.array(hi + [1.0])
 
-    def normalizer(self) -> Any:
+    def normalizer(self, source: str = "schema bounds") -> Any:
         """A fixed-bounds normaliser from the schema (public metadata: no privacy cost)."""
         from privsynth.data.normalize import Normalizer
 
-        return Normalizer.from_bounds(*self.bounds(), source="schema bounds")
+        return Normalizer.from_bounds(*self.bounds(), source=source)
 
 
 def schema_codec(info: Any) -> RowCodec | None:
