@@ -77,6 +77,40 @@ def test_release_whose_rows_keep_the_schema_stays_quiet(tmp_path, capsys):
     err, ds = _release(tmp_path, capsys)
     assert "warning" not in err
     assert ds.info.extra["schema_check"] == {"valid": True, "warnings": []}
+    # the holder's episode ids stay with the imported copy: a release never carries them
+    assert "episode_labels" in minari_io.load_dataset("ward").info.extra
+    assert "episode_labels" not in ds.info.extra
+    assert main(["datasets", "export", "ward-syn", str(tmp_path / "syn.csv")]) == 0
+    syn = pd.read_csv(tmp_path / "syn.csv")
+    assert syn["patient_id"].dtype.kind == "i" and syn["patient_id"].min() == 0  # episodes numbered, not P00000
+
+
+# ------------------------------------------------------------------------------------------ the holder's episode ids
+@pytest.mark.parametrize("numeric", [False, True])
+def test_export_of_the_imported_table_gives_back_the_holders_episode_ids(tmp_path, capsys, numeric):
+    from privsynth.data.split import split_dataset
+
+    csv, schema = cohort(tmp_path, patients=12)
+    df = pd.read_csv(csv)
+    if numeric:
+        df["patient_id"] = 5000 - df["patient_id"].str[1:].astype(int) * 7  # numbers, not in sorted order
+    else:  # labels whose sorted order is not the table's
+        df["patient_id"] = "stay-" + df["patient_id"].str[::-1]
+    df.to_csv(csv, index=False)
+    assert main(["datasets", "import", str(csv), "--schema", str(schema), "--name", "icu"]) == 0
+    assert main(["datasets", "export", "icu", str(tmp_path / "back.csv")]) == 0
+    back = pd.read_csv(tmp_path / "back.csv")
+    assert back["patient_id"].tolist() == df["patient_id"].tolist()
+    assert back["hour"].tolist() == df["hour"].tolist()
+    # a split keeps each part's own ids
+    members, _ = split_dataset(minari_io.load_dataset("icu"), 0.5)
+    minari_io.write_dataset(members, "icu-members")
+    assert main(["datasets", "export", "icu-members", str(tmp_path / "members.csv")]) == 0
+    part = pd.read_csv(tmp_path / "members.csv")
+    assert set(part["patient_id"]) < set(df["patient_id"])
+    for pid, rows in part.groupby("patient_id"):
+        assert len(rows) == int((df["patient_id"] == pid).sum())
+    capsys.readouterr()
 
 
 # ------------------------------------------------------------------------------------------ the holder's verdict
