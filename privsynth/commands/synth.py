@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from privsynth.data.units import DATA_UNITS
@@ -209,6 +210,8 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
         f"{res.epsilon:.4g} at delta {args.delta:g} ({args.unit}){dropped}; "
         f"seconds {json.dumps({k: round(v, 1) for k, v in res.seconds.items()})}"
     )
+    for line in res.warnings:  # released values that break the schema (recorded in the release's metadata)
+        print(f"privsynth: warning: {line} (released rows against the schema)", file=sys.stderr)
     return 0
 
 
@@ -231,8 +234,10 @@ def _add_synthesize(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workdir", default=None, metavar="DIR", help="stage checkpoints here; a rerun resumes")
     p.add_argument("--dp-normalizer", type=float, default=None, metavar="EPS",
                    help="without public data: spend EPS of --epsilon on a DP normaliser (privorl-n)")
-    p.add_argument("--obs-bounds", default=None, metavar="LOW,HIGH", help="public observation bounds (--dp-normalizer)")
-    p.add_argument("--reward-bounds", default=None, metavar="LOW,HIGH", help="public reward bounds (--dp-normalizer)")
+    p.add_argument("--obs-bounds", default=None, metavar="LOW,HIGH",
+                   help="without public data: observation bounds where the environment has none")
+    p.add_argument("--reward-bounds", default=None, metavar="LOW,HIGH",
+                   help="without public data: one step's reward bounds (default: known ones of the environment)")
     p.add_argument("--save-model", default=None, metavar="PATH", help="also save the fine-tuned synthesizer here")
     hidden_option(p, "--save", dest="save_model")
     add_set(p, "synthesizer config")

@@ -44,6 +44,7 @@ class SynthesisResult:
     dataset_id: str | None = None
     epsilon: float | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # released values that break the schema (:func:`_schema_check`)
 
 
 def synthesize(
@@ -85,6 +86,10 @@ def synthesize(
     * ``pretrain=False`` (PrivORL-n): the DPDM ablation: the normaliser is still fitted on ``public``, the weights start random.
     * ``workdir`` (PrivORL-n): stage checkpoints (``pretrained.pt``, ``finetuned.pt``) and the pre-training checkpoint; a rerun
       with the same ``workdir`` resumes from the last finished stage.
+    * No public data (PrivORL-n): data with a schema, or simulator data whose environment bounds its columns
+      (its spaces, ``obs_bounds`` where they have none, ``reward_bounds`` or the reward bounds known from the
+      environment's code), trains from scratch with those bounds as normaliser and clipping (public facts, free);
+      the release carries them as its schema.
     * ``normalizer_epsilon`` (PrivORL-n, no public data): spend this part of ``epsilon`` on a DP normaliser (clipped
       mean and std within public bounds: the environment spec's, ``obs_bounds`` where it has none, and
       ``reward_bounds``), charged to the ledger; DP-SGD gets the rest. The weights start untrained (DPDM).
@@ -145,6 +150,14 @@ def synthesize(
         check_public(pub, sens)
     resumable = any(p is not None and p.exists() for p in (done_pre, done_fine))
     dp_norm = normalizer_epsilon is not None
+    derived = None  # simulator data without a schema or public data: the environment's bounds act as its schema
+    if not dp_norm and not pubs and pretrained is None and sens.info.schema is None:
+        from privsynth.release.support import environment_schema
+
+        derived = environment_schema(sens.info, sens.obs_dim, sens.act_dim, obs_bounds=obs_bounds,
+                                     reward_bounds=reward_bounds)  # public facts only, before any row is read
+        if derived is not None:
+            sens = dataclasses.replace(sens, info=dataclasses.replace(sens.info, schema=derived))
     if dp_norm:
         if pubs or pretrained is not None:
             raise InvalidData("a DP normaliser is for runs without public data: drop it, or drop the public data")
@@ -161,8 +174,9 @@ def synthesize(
                                        reward_bounds=reward_bounds)  # before any sensitive row is read
     scratch = not dp_norm and not pubs and pretrained is None and sens.info.schema is not None  # schema bounds
     if not dp_norm and not scratch and not pubs and pretrained is None and not resumable:
-        raise InvalidData("no public data: pass public datasets, a pre-trained synthesizer, or a DP normaliser "
-                          "budget (normalizer_epsilon / --dp-normalizer)")
+        raise InvalidData("no public data: pass public datasets, a pre-trained synthesizer, a DP normaliser "
+                          "budget (normalizer_epsilon / --dp-normalizer), or import the data with a schema "
+                          "(--schema) or its environment (--env-id)")
     if config is not None and not config.private and out_dataset is not None:
         raise PrivacyError("refusing to release the output of the no-privacy ablation as a dataset")
 
@@ -191,7 +205,8 @@ def synthesize(
         elif scratch:  # nothing pre-trained (a public fact): the schema's bounds and a from-scratch schedule
             from privsynth.synth.scratch import schema_synthesizer
 
-            synth = schema_synthesizer(sens.info, sens.obs_dim, sens.act_dim, config)
+            synth = schema_synthesizer(sens.info, sens.obs_dim, sens.act_dim, config,
+                                       source=f"{sens.info.env_id} spaces and reward bounds" if derived else None)
         elif dp_norm:
             from privsynth.data.dataset import DatasetInfo
             from privsynth.release.support import environment_facts
@@ -246,6 +261,7 @@ def synthesize(
         raise keep_finetuned(exc, synth, done_fine if done_fine is not None and done_fine.exists() else None,
                              epsilon=epsilon, delta=delta, n=n, name=name, steps=postprocess) from exc
     seconds["sample"] = time.perf_counter() - t0
+    warnings = _schema_check(ds)
     ledger = synth.ledger
     spent = None
     if synth.config.private:
@@ -253,7 +269,8 @@ def synthesize(
     elif out_dataset is not None:
         raise PrivacyError("refusing to release the output of the no-privacy ablation as a dataset")
     seconds["total"] = time.perf_counter() - t_all
-    return SynthesisResult(dataset=ds, ledger=ledger, synthesizer=synth, dataset_id=out_dataset, epsilon=spent, seconds=seconds)
+    return SynthesisResult(dataset=ds, ledger=ledger, synthesizer=synth, dataset_id=out_dataset, epsilon=spent,
+                           seconds=seconds, warnings=warnings)
 
 
 def _synthesize_registered(
@@ -306,10 +323,24 @@ def _synthesize_registered(
         draw=lambda k, i: prepare_release(registry.sample(synth, n_transitions=k, seed=_draw_seed(synth, i),
                                                           name=ds_name), sens.info))
     seconds["sample"] = time.perf_counter() - t0
+    warnings = _schema_check(ds)
     spent = release_dataset(ds, synth.ledger, out_dataset, epsilon_budget=epsilon, delta=delta, overwrite=overwrite)
     seconds["total"] = time.perf_counter() - t_all
     return SynthesisResult(dataset=ds, ledger=synth.ledger, synthesizer=synth, dataset_id=out_dataset, epsilon=spent,
-                           seconds=seconds)
+                           seconds=seconds, warnings=warnings)
+
+
+def _schema_check(ds: OfflineDataset) -> list[str]:
+    """Released values that break ``ds``'s schema (e.g. ``3% of heart_rate outside [20, 250]``), recorded in its
+    metadata as ``extra["schema_check"]`` (not on the ledger). A check on DP outputs and the public schema only:
+    free post-processing. Without a schema: nothing to check, nothing recorded."""
+    if not ds.info.schema:
+        return []
+    from privsynth.data.validity import schema_warnings
+
+    warnings = schema_warnings(ds)
+    ds.info.extra = {**ds.info.extra, "schema_check": {"valid": not warnings, "warnings": warnings}}
+    return warnings
 
 
 def _save_stage(synth: Any, path: Path, epsilon: float, delta: float) -> None:
