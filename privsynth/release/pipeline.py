@@ -38,7 +38,7 @@ __all__ = ["SynthesisResult", "synthesize"]
 class SynthesisResult:
     """What :func:`synthesize` returns: the released dataset, its ledger, the synthesizer and timings."""
 
-    dataset: OfflineDataset
+    dataset: OfflineDataset | None  # None for an n=0 request (the fine-tuned model alone)
     ledger: Any
     synthesizer: Any  # the fitted synthesizer (TransitionSynthesizer for privorl-n)
     dataset_id: str | None = None
@@ -70,6 +70,7 @@ def synthesize(
     reward_bounds: tuple[float, float] | None = None,
     postprocess: bool | str | Sequence[str] = False,
     topup: bool = True,
+    episodes: int | None = None,
 ) -> SynthesisResult:
     """Any registered synthesizer end to end: pretrain (public) -> DP fine-tune (sensitive) -> sample -> guarded release.
 
@@ -94,6 +95,12 @@ def synthesize(
       mean and std within public bounds: the environment spec's, ``obs_bounds`` where it has none, and
       ``reward_bounds``), charged to the ledger; DP-SGD gets the rest. The weights start untrained (DPDM).
     * ``out_dataset``: a Minari id to write; the release guard refuses if the ledger's ε exceeds ``epsilon``.
+      ``None``: nothing written, the guard's checks only (the benchmark's cells save the rows themselves); then
+      ``n=0`` samples nothing (``result.dataset`` is None): the fine-tuned model alone, its ledger checked.
+    * ``episodes``: for a synthesizer whose output is whole episodes (``registry.Entry.episodes``: privorl-j, ...),
+      release this many episodes instead of ``n`` transitions.
+    * ``result.seconds``: ``pretrain``, ``finetune`` (with the sensitive set read: the holder's figure), ``sample``,
+      ``total``; a registered synthesizer's also ``fit`` (pre-train + fine-tune).
     * ``postprocess``: repair the sampled rows with the public environment before the release
       (:func:`privsynth.release.postprocess.postprocess`; free under DP, recorded in the privacy card); ``True`` for
       every step, or the steps to apply, e.g. ``"clip,reward"``. With ``topup`` (default) a step that drops rows is
@@ -114,10 +121,18 @@ def synthesize(
 
         step_options(postprocess)  # unknown step names: before any data is read
     public_list = [] if public is None else [public] if isinstance(public, (OfflineDataset, str)) else list(public)
+    if n == 0 and out_dataset is not None:
+        raise InvalidData("-n must be at least 1 to write a dataset (n=0 fine-tunes only, with out_dataset=None)")
+    if episodes is not None and (not registry.entry(synth).episodes or isinstance(episodes, bool) or episodes < 1):
+        raise InvalidData(f"episodes must be a positive number of whole episodes of a synthesizer that makes them "
+                          f"({', '.join(e for e in registry.names() if registry.entry(e).episodes)}), got "
+                          f"{episodes!r} for {synth}")
+    if episodes is not None and postprocess:
+        raise InvalidData("postprocess tops up rows, not episodes: ask for n transitions, or drop postprocess")
     check_release_request(
         out_dataset,
         overwrite=overwrite,
-        n=n,
+        n=n or None,
         sensitive_id=sensitive if isinstance(sensitive, str) else None,
         public_ids=[p for p in public_list if isinstance(p, str)],
     )
@@ -132,7 +147,8 @@ def synthesize(
         return _synthesize_registered(
             synth, sensitive, public_list, epsilon=epsilon, delta=delta, unit=unit, n=n, preset=preset, config=config,
             out_dataset=out_dataset, overwrite=overwrite, progress=progress, t_all=t_all, postprocess=postprocess,
-            topup=topup, unsupported={k: v for k, (cap, v) in asked.items() if cap not in caps})
+            topup=topup, episodes=episodes,
+            unsupported={k: v for k, (cap, v) in asked.items() if cap not in caps})
     if config is None and preset is not None:
         config = registry.make(synth, preset=preset).config
     wd = Path(workdir) if workdir else None
@@ -247,6 +263,8 @@ def synthesize(
         seconds["finetune"] = time.perf_counter() - t0
         if done_fine is not None:
             _save_stage(synth, done_fine, epsilon, delta)
+    if n == 0:  # the fine-tuned model alone (out_dataset is None): its ledger within the budget, nothing sampled
+        return _unsampled(synth, epsilon, delta, seconds, t_all, check=synth.config.private)
     t0 = time.perf_counter()
     name = out_dataset or f"{sens.info.name}-synthetic-eps{epsilon:g}"
     try:
@@ -291,8 +309,9 @@ def _synthesize_registered(
     unsupported: dict[str, bool],
     postprocess: bool | str | Sequence[str] = False,
     topup: bool = True,
+    episodes: int | None = None,
 ) -> SynthesisResult:
-    """make -> fit -> sample -> guarded release for a registered synthesizer other than PrivORL-n."""
+    """make -> fit -> sample -> guarded release for a registered synthesizer without the staged capability."""
     from privsynth.synth import registry
 
     given = [k for k, v in unsupported.items() if v]
@@ -309,16 +328,24 @@ def _synthesize_registered(
 
     check_env_spaces(sens.info, sens.obs_dim, sens.act_dim)
     _check_postprocess(sens.info, postprocess)
-    pubs = [as_dataset(p) for p in public_list]  # registry.fit refuses public data holding sensitive rows
+    pubs = [as_dataset(p) for p in public_list]
+    for pub in pubs:  # pre-training reads public data unaccounted: it must hold no sensitive record
+        pub.check_public_for(sens)
     record_dp_request(synth.config, epsilon, delta, unit)
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
-    registry.fit(synth, sens, public=pubs, epsilon=epsilon, delta=delta, unit=unit, progress=progress)
-    seconds["fit"] = time.perf_counter() - t0
+    registry.pretrain(synth, pubs, progress=progress)  # registry.fit's first step, timed on its own
+    t1 = time.perf_counter()
+    registry.fit(synth, sens, public=None, epsilon=epsilon, delta=delta, unit=unit, progress=progress)
+    t2 = time.perf_counter()
+    seconds.update(pretrain=t1 - t0, finetune=t2 - t1, fit=t2 - t0)
+    if n == 0:  # the fitted model alone (out_dataset is None): its ledger within the budget, nothing sampled
+        return _unsampled(synth, epsilon, delta, seconds, t_all)
     t0 = time.perf_counter()
     ds_name = out_dataset or f"{sens.info.name}-synthetic-{name}-eps{epsilon:g}"
+    size = {"n_episodes": episodes} if episodes is not None else {"n_transitions": n}
     ds = _maybe_postprocess(
-        prepare_release(registry.sample(synth, n_transitions=n, name=ds_name, progress=progress), sens.info),
+        prepare_release(registry.sample(synth, **size, name=ds_name, progress=progress), sens.info),
         postprocess, n=n, topup=topup,
         draw=lambda k, i: prepare_release(registry.sample(synth, n_transitions=k, seed=_draw_seed(synth, i),
                                                           name=ds_name), sens.info))
@@ -341,6 +368,18 @@ def _schema_check(ds: OfflineDataset) -> list[str]:
     warnings = schema_warnings(ds)
     ds.info.extra = {**ds.info.extra, "schema_check": {"valid": not warnings, "warnings": warnings}}
     return warnings
+
+
+def _unsampled(synth: Any, epsilon: float, delta: float, seconds: dict[str, float], t_all: float, *,
+               check: bool = True) -> SynthesisResult:
+    """The result of an ``n=0`` request: no rows; the ledger's composed ε checked against the budget (the release
+    guard's check, :func:`privsynth.privacy.guard.check_budget`) so the model may then be saved through the guard."""
+    from privsynth.privacy.guard import check_budget
+
+    spent = check_budget(synth.ledger, epsilon, delta) if check else None
+    seconds["total"] = time.perf_counter() - t_all
+    return SynthesisResult(dataset=None, ledger=synth.ledger, synthesizer=synth, epsilon=spent,  # type: ignore[arg-type]
+                           seconds=seconds)
 
 
 def _save_stage(synth: Any, path: Path, epsilon: float, delta: float) -> None:
