@@ -3,6 +3,10 @@
 ``synth="privorl-n"`` (default) runs the PrivORL-n pipeline with its extras (shipped pre-trained models, staged and
 resumable work directories, the DPDM ablation); any other registered name (:mod:`privsynth.synth.registry`) runs
 make -> fit (pre-train on public data, DP fine-tune) -> sample -> guarded release, the same way for all of them.
+
+Why this module is long: it is the one route from sensitive data to a DP artifact (issue 38), so the CLI, the bench
+cells, the aliases and the scripts all pass through it; its request checks live in release.checks and its writer in
+privacy.guard, and what remains is the route itself (staged / registered branches by capability, timings, warnings).
 """
 from __future__ import annotations
 
