@@ -271,7 +271,7 @@ def test_cli_synthesize_passes_postprocess_and_reports_it(sparse, monkeypatch, c
 
     def fake_synthesize(*args, **kwargs):
         seen.update(kwargs)
-        return SimpleNamespace(dataset=out, epsilon=1.0, seconds={}, synthesizer=None)
+        return SimpleNamespace(dataset=out, epsilon=1.0, seconds={}, synthesizer=None, warnings=[])
 
     monkeypatch.setattr(privsynth.release, "synthesize", fake_synthesize)
     cli = ["synthesize", "--sensitive", "s", "--public", "p", "--epsilon", "1", "--out-dataset", "o", "--quiet"]
