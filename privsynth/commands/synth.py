@@ -230,7 +230,8 @@ def _add_synthesize(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-pretrain", action="store_true", help="DPDM ablation: no pre-training")
     p.add_argument("--workdir", default=None, metavar="DIR", help="stage checkpoints here; a rerun resumes")
     p.add_argument("--dp-normalizer", type=float, default=None, metavar="EPS",
-                   help="without public data: spend EPS of --epsilon on a DP normaliser (privorl-n)")
+                   help="without public data: spend EPS of --epsilon on a DP normaliser (privorl-n; with a schema "
+                        "the default is 1/16 of --epsilon, 0 normalises by the schema's bounds alone)")
     p.add_argument("--obs-bounds", default=None, metavar="LOW,HIGH", help="public observation bounds (--dp-normalizer)")
     p.add_argument("--reward-bounds", default=None, metavar="LOW,HIGH", help="public reward bounds (--dp-normalizer)")
     p.add_argument("--save-model", default=None, metavar="PATH", help="also save the fine-tuned synthesizer here")

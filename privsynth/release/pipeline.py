@@ -87,7 +87,10 @@ def synthesize(
       with the same ``workdir`` resumes from the last finished stage.
     * ``normalizer_epsilon`` (PrivORL-n, no public data): spend this part of ``epsilon`` on a DP normaliser (clipped
       mean and std within public bounds: the environment spec's, ``obs_bounds`` where it has none, and
-      ``reward_bounds``), charged to the ledger; DP-SGD gets the rest. The weights start untrained (DPDM).
+      ``reward_bounds``, or the schema's), charged to the ledger; DP-SGD gets the rest. The weights start untrained
+      (DPDM). With a schema and no public data or model it defaults to
+      :data:`~privsynth.synth.scratch.SCRATCH_NORMALIZER_SHARE` of ``epsilon``; ``0`` spends nothing on it and
+      normalises by the schema's bounds alone.
     * ``out_dataset``: a Minari id to write; the release guard refuses if the ledger's ε exceeds ``epsilon``.
     * ``postprocess``: repair the sampled rows with the public environment before the release
       (:func:`privsynth.release.postprocess.postprocess`; free under DP, recorded in the privacy card); ``True`` for
@@ -144,6 +147,13 @@ def synthesize(
     for pub in pubs:
         check_public(pub, sens)
     resumable = any(p is not None and p.exists() for p in (done_pre, done_fine))
+    if normalizer_epsilon == 0:  # explicit: no DP normaliser (a schema's bounds, the PR 39 path), nothing spent on it
+        normalizer_epsilon = None
+    elif normalizer_epsilon is None and not pubs and pretrained is None and sens.info.schema is not None:
+        # nothing public (a public fact): by default a share of epsilon buys a DP normaliser (privsynth.synth.scratch)
+        from privsynth.synth.scratch import default_normalizer_epsilon
+
+        normalizer_epsilon = default_normalizer_epsilon(epsilon)
     dp_norm = normalizer_epsilon is not None
     if dp_norm:
         if pubs or pretrained is not None:
