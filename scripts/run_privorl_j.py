@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-MODELS = {"privorl-j": "transformer", "privorl-j-u": "unet", "dp-transformer": "dp-transformer"}
+MODELS = {"privorl-j": "privorl-j", "privorl-j-u": "privorl-j-unet", "dp-transformer": "dp-transformer"}  # registry names
 DEFAULT_SENSITIVE = "privsynth/pointmaze-umaze-dense-100k-v0"
 DEFAULT_PUBLIC = ["privsynth/pointmaze-open-dense-40k-v0", "privsynth/pointmaze-medium-dense-40k-v0"]
 
@@ -46,17 +45,18 @@ def synth_id(model: str, eps: float, tag: str) -> str:
 
 
 def stage_synth(args: argparse.Namespace) -> None:
+    """One model through the one release route (:func:`privsynth.release.synthesize`): pre-train, DP fine-tune,
+    stitch, guarded release; then the checkpoint (through the guard too) and a JSON of the run."""
     from privsynth.data.minari_io import load_dataset
-    from privsynth.release import release_dataset
-    from privsynth.synth.trajectory import TrajectorySynthesizer
-    from privsynth.synth.trajectory.config import PRESETS
+    from privsynth.privacy.budget import Budget
+    from privsynth.privacy.guard import guarded_save_model
+    from privsynth.release import synthesize
+    from privsynth.synth import registry
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    sensitive = load_dataset(args.sensitive).mark_sensitive()
-    public = [load_dataset(p) for p in args.public]
-    cfg = PRESETS[args.preset](MODELS[args.model]) if args.preset != "paper" else PRESETS["paper"]()
-    cfg.backbone = MODELS[args.model]  # type: ignore[assignment]
+    sensitive = load_dataset(args.sensitive)
+    cfg = registry.make(MODELS[args.model], preset=args.preset).config
     if args.finetune_epochs is not None:
         cfg.finetune.epochs = args.finetune_epochs
     if args.pretrain_epochs is not None:
@@ -65,22 +65,16 @@ def stage_synth(args: argparse.Namespace) -> None:
         cfg.dp.batch_size = args.dp_batch
     cfg.seed = args.seed
     torch.manual_seed(args.seed)
-    synth = TrajectorySynthesizer(cfg)
-    t0 = time.perf_counter()
-    synth.pretrain(public, progress=not args.quiet)
-    t1 = time.perf_counter()
-    synth.finetune(sensitive, args.epsilon, args.delta, "trajectory", progress=not args.quiet)
-    t2 = time.perf_counter()
-    n = args.n_traj or sensitive.n_episodes
-    ds = synth.sample(n, seed=args.seed, progress=not args.quiet, name=f"traj-{args.model}-eps{args.epsilon:g}")
-    t3 = time.perf_counter()
     did = synth_id(args.model, args.epsilon, args.tag)
-    spent = release_dataset(ds, synth.ledger, did, epsilon_budget=args.epsilon, delta=args.delta, overwrite=True)
-    synth.save(out / f"{args.model}{args.tag}.pt")
+    res = synthesize(sensitive, budget=Budget(args.epsilon, args.delta, "trajectory"), public=args.public,
+                     synth=MODELS[args.model], config=cfg, episodes=args.n_traj or sensitive.n_episodes,
+                     out_dataset=did, overwrite=True, progress=not args.quiet)
+    synth, ds = res.synthesizer, res.dataset
+    guarded_save_model(synth, out / f"{args.model}{args.tag}.pt", args.epsilon, args.delta)
     record = {
-        "model": args.model, "backbone": cfg.backbone, "dataset_id": did, "epsilon_spent": spent,
+        "model": args.model, "backbone": cfg.backbone, "dataset_id": did, "epsilon_spent": res.epsilon,
         "delta": args.delta, "parameters": synth.n_parameters(), "preset": args.preset,
-        "seconds": {"pretrain": t1 - t0, "finetune": t2 - t1, "sample": t3 - t2},
+        "seconds": {k: res.seconds[k] for k in ("pretrain", "finetune", "sample")},
         "history": synth.history, "sample": synth.last_sample_stats,
         "transitions": ds.n_transitions, "trajectories": ds.n_episodes,
     }

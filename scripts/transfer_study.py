@@ -9,7 +9,9 @@ kind (20k updates, batched) and print the share of the public-to-real gap closed
 
 Schedule keys: epochs, lr, batch (DP fine-tune), clip (max_grad_norm), ema (EMA decay), seed (synthesizer seed:
 initial noise of the fine-tune and the sampler), rows (synthetic rows sampled), dp=0 (the same fine-tune without
-clipping or noise: the no-DP control). The pre-trained checkpoint and the real / public-alone scores (one per
+clipping or noise: the no-DP control), post=1 (actions clipped, s', reward and terminal recomputed by the public
+simulator from each synthetic (s, a): post-processing, free under DP), ft=0 (no fine-tune: the public model
+alone, the control row). The pre-trained checkpoint and the real / public-alone scores (one per
 --agent, in the same order) come from `evaluation/suites/transfer_<env>.yaml` (its pretrain artifact and its
 agent_real / agent_public cells). Every dataset is our own public rollout; nothing here reads a data holder's data.
 """
@@ -41,7 +43,7 @@ def main() -> None:
     ap.add_argument("--public", type=float, action="append", required=True,
                     help="public-alone final score per --agent (agent_public)")
     ap.add_argument("--schedule", action="append", default=[],
-                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,seed=S][,rows=R][,dp=0] (repeatable)")
+                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,seed=S][,rows=R][,dp=0][,post=1][,ft=0] (repeatable)")
     ap.add_argument("--epsilon", type=float, default=10.0)
     ap.add_argument("--updates", type=int, default=20_000)
     args = ap.parse_args()
@@ -69,11 +71,21 @@ def main() -> None:
         seed = int(sched.get("seed", 0))
         cfg.seed = seed
         t0 = time.time()
-        synth.finetune(sens, args.epsilon, 1e-5, "transition", progress=False)
+        if sched.get("ft", 1.0):
+            synth.finetune(sens, args.epsilon, 1e-5, "transition", progress=False)
+        else:  # ft=0: the public model alone, labelled with the sensitive set's (public) environment
+            synth.adopt_environment(sens.info)
         rows = registry.sample(synth, n_transitions=int(sched.get("rows", 50_000)), seed=seed)
+        post = {}
+        if sched.get("post"):  # free: the public simulator recomputes s', r and the terminal flag from (s, a)
+            from privsynth.release.postprocess import postprocess, step_options
+
+            rows, stats = postprocess(rows, environment=sens.info, **step_options("clip,resimulate,reward"))
+            post = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
         ft = time.time() - t0
-        out = {"env": args.env, "schedule": sched, "epsilon": args.epsilon if cfg.private else None,
-               "dp_steps": synth.history[-1]["steps"], "finetune_and_sample_s": round(ft, 1)}
+        out = {"env": args.env, "schedule": sched,
+               "epsilon": (args.epsilon if cfg.private else None) if sched.get("ft", 1.0) else 0.0,
+               "dp_steps": synth.history[-1]["steps"] if sched.get("ft", 1.0) else 0, "finetune_and_sample_s": round(ft, 1), "postprocess": post}
         for agent, real, public in zip(agents, args.real, args.public):
             runs = train_batched([AgentJob(rows, sens.info, s) for s in (0, 1, 2)], agent, num_updates=args.updates,
                                  eval_every=2000, eval_episodes=5, final_k=3, progress=False)

@@ -395,3 +395,69 @@ def test_release_helpers_write_through_guarded_write():
         tree = ast.parse(all_modules()[mod].read_text())
         body = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == fn)
         assert any(isinstance(n, ast.Call) and _callee(n) == "guarded_write" for n in ast.walk(body)), (mod, fn)
+
+
+# ---------------------------------------------------------------------------------------------------- one route
+# issue 38: privsynth.release.synthesize is the one route from sensitive data to a DP artifact; the CLI (synthesize,
+# its aliases, model finetune), the bench cells, the demo and the scripts call it. A synthesizer's fine-tune
+# (``X.finetune(...)``, ``registry.fit(...)``, or ``X.finetune`` handed to a helper) anywhere else in privsynth must be
+# listed here with why it is no DP release. The release package, the synthesizers' own modules (their fine-tune is
+# the mechanism) and the methods (each has its own guarded pipeline, methods/registry.py) are outside the check.
+_ROUTE_OWNERS = ("privsynth.release", "privsynth.synth", "privsynth.methods")
+_OTHER_FINETUNES: dict[tuple[str, str], str] = {
+    ("privsynth.evaluation.cells", "synthesize_cell"): "the no-DP ablation (epsilon: null, config.private False): a "
+                                                       "bench control, never released (the guard refuses its data)",
+}
+
+
+def _is_finetune(node: ast.AST) -> bool:
+    if isinstance(node, ast.Call):
+        f = node.func
+        if isinstance(f, ast.Attribute) and (f.attr == "finetune" or (
+                f.attr == "fit" and isinstance(f.value, ast.Name) and f.value.id == "registry")):
+            return True
+        return any(isinstance(a, ast.Attribute) and a.attr == "finetune" for a in node.args)
+    return False
+
+
+def finetunes_outside_the_route(root: Path = ROOT) -> set[tuple[str, str]]:
+    """(module, enclosing function) of every synthesizer fine-tune outside the release route's owners."""
+    found: set[tuple[str, str]] = set()
+    for name, path in all_modules(root).items():
+        if any(name == o or name.startswith(o + ".") for o in _ROUTE_OWNERS):
+            continue
+
+        def walk(node: ast.AST, stack: list[str]) -> None:
+            for child in ast.iter_child_nodes(node):
+                inner = stack + [child.name] if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                     ast.ClassDef)) else stack
+                if _is_finetune(child):
+                    found.add((name, ".".join(inner)))
+                walk(child, inner)
+
+        walk(ast.parse(path.read_text()), [])
+    return found
+
+
+def test_checker_sees_finetunes_outside_the_route(tmp_path):
+    pkg = tmp_path / "privsynth"
+    (pkg / "release").mkdir(parents=True)
+    (pkg / "cli.py").write_text("def run(s, d):\n    s.finetune(d, 1.0, 1e-5)\n"
+                                "def fit(s, d):\n    registry.fit(s, d, epsilon=1.0)\n"
+                                "def handed(s, d):\n    _call(s.finetune, d)\n"
+                                "def config(c):\n    return c.finetune.epochs\n")
+    (pkg / "release" / "pipeline.py").write_text("def synthesize(s, d):\n    s.finetune(d, 1.0, 1e-5)\n")
+    assert finetunes_outside_the_route(tmp_path) == {("privsynth.cli", "run"), ("privsynth.cli", "fit"),
+                                                     ("privsynth.cli", "handed")}
+
+
+def test_every_dp_finetune_goes_through_release_synthesize():
+    """issue 38: no module fine-tunes a synthesizer for a DP release except through privsynth.release.synthesize;
+    the non-private controls are listed above with why."""
+    found = finetunes_outside_the_route()
+    new = sorted(found - set(_OTHER_FINETUNES))
+    assert not new, ("fine-tune through privsynth.release.synthesize (pretrained=, n=0, out_dataset=None cover the "
+                     "bench and the CLI), or list the site in _OTHER_FINETUNES with why it is no DP release:\n"
+                     + "\n".join(f"{m}:{f}" for m, f in new))
+    stale = sorted(set(_OTHER_FINETUNES) - found)
+    assert not stale, f"listed sites that no longer fine-tune (remove them): {stale}"

@@ -87,7 +87,10 @@ def test_synthesize_without_public_data_in_the_cli_charges_the_dp_normaliser(tmp
     assert main(["datasets", "import", str(tmp_path / "mine.csv"), "--env-id", "Pendulum-v1"]) == 0
     base = ["synthesize", "--sensitive", "mine", "--epsilon", "8", "--delta", "1e-3", "-n", "300", "--config", "tiny",
             "--out-dataset", "nopub", "--quiet"]
-    assert main(base) == 2 and "no public data" in capsys.readouterr().err
+    # issue 39: without --dp-normalizer the environment's spaces bound the columns (was: refused, "no public data")
+    assert main(base[:-2] + ["nopub-env", "--quiet"]) == 0, capsys.readouterr().err
+    env_card = minari_io.load_dataset("nopub-env").info.privacy_card
+    assert env_card["ledger"]["public_data"] == ["normaliser: Pendulum-v1 spaces and reward bounds"]
     assert main(base + ["--dp-normalizer", "1"]) == 2 and "reward bounds" in capsys.readouterr().err
     assert main(base + ["--dp-normalizer", "1", "--reward-bounds=-17,0"]) == 0, capsys.readouterr().err
     out = minari_io.load_dataset("nopub")

@@ -213,7 +213,8 @@ def _paths() -> list[ReleasingPath]:
     paths.append(ReleasingPath("schema table: import, release without public data, export (CLI)", _schema_cli,
                                # episodes chained from the synthetic rows (post-processing): their count and layout
                                _schema_cohort, _SAMPLE + _DESCRIPTION + ("*data/main_data.hdf5*", "*total_episodes",
-                                                                         "*n_episodes", "*episode_id*"),
+                                                                         "*n_episodes", "*episode_id*",
+                                                                         "*schema_check*"),  # a check of the rows
                                slow=True, plus_one=_schema_plus_one,
                                units=lambda df: (len(df), int(df["patient_id"].nunique()))))
     paths.append(ReleasingPath("release privorl-n dp-normaliser", _privorl_n("transition", dp_normalizer=True),

@@ -67,6 +67,14 @@ SCHEMA_ERRORS = {
     "low >= high": (lambda d: d["observations"][0].__setitem__("low", 300), "low 300 >= high 250"),
     "one category": (lambda d: d["actions"][0].__setitem__("values", [0]), "at least 2 values"),
     "no reward bounds": (lambda d: d.__setitem__("reward", "outcome"), "reward needs public bounds"),
+    "typo'd kind": (lambda d: d["observations"][8].__setitem__("kind", "categorial"), "did you mean 'categorical'"),
+    "typo'd reward key": (lambda d: d["reward"].__setitem__("hihg", d["reward"].pop("high")),
+                          "unknown key 'hihg' in reward; did you mean 'high'"),
+    "low == high": (lambda d: d["observations"][0].__setitem__("low", 250), "low 250 >= high 250"),
+    "a category twice": (lambda d: d["observations"][8].__setitem__("values", ["icu", "hdu", "icu"]),
+                         "lists a value twice"),
+    "typo'd column name": (lambda d: d["observations"][0].__setitem__("name", "heart_rat"),
+                           "no column 'heart_rat' declared in the schema; closest column 'heart_rate'"),
 }
 
 
@@ -91,6 +99,9 @@ DATA_ERRORS = {
                       "column 'lactate' has a missing value at row 4"),
     "missing column": (lambda df: df.drop(columns=["sbp"], inplace=True), "no column 'sbp'"),
     "missing reward": (lambda df: df.loc.__setitem__((1, "outcome"), np.nan), "never imputed"),
+    "binary outside 0/1": (lambda df: df.loc.__setitem__((3, "ventilated"), 2),
+                           "column 'ventilated' has 2 at row 3 (line 5 of the file), not one of its declared values"),
+    "reward outside bounds": (lambda df: df.loc.__setitem__((2, "outcome"), 40.0), "[-15, 15]"),
 }
 
 
@@ -102,6 +113,18 @@ def test_bad_data_is_one_line_exit_2_nothing_written(tmp_path, capsys, case):
     edit(df)
     df.to_csv(csv, index=False)
     code, _, err = _import(capsys, csv, schema)
+    assert code == 2 and err.count("\n") == 1 and expected in err, err
+    assert not minari_io.dataset_exists("icu")
+
+
+@pytest.mark.parametrize("text, expected", [("episode_id: patient_id\nobservations: [\n", "is not valid YAML at line"),
+                                             (None, "no such schema file")])
+def test_unreadable_schema_file_is_one_line_exit_2_nothing_written(tmp_path, capsys, text, expected):
+    csv, _ = cohort(tmp_path, patients=4)
+    path = tmp_path / "s.yaml"
+    if text is not None:
+        path.write_text(text, encoding="utf-8")
+    code, _, err = _import(capsys, csv, path)
     assert code == 2 and err.count("\n") == 1 and expected in err, err
     assert not minari_io.dataset_exists("icu")
 

@@ -31,7 +31,7 @@ def test_walkthrough_commands_run(tmp_path, monkeypatch, capsys):
     commands = doc_commands()
     assert [c[:2] for c in commands] == [["python", "scripts/make_icu_cohort.py"], ["privsynth", "datasets"],
                                          ["privsynth", "synthesize"], ["privsynth", "privacy"],
-                                         ["privsynth", "datasets"]]
+                                         ["privsynth", "datasets"], ["privsynth", "evaluate"]]
     for cmd in commands:
         if cmd[0] == "python":
             assert gen.main(cmd[2:] + ["--patients", "30", "--max-len", "12"]) == 0
@@ -42,6 +42,7 @@ def test_walkthrough_commands_run(tmp_path, monkeypatch, capsys):
         assert main(args) == 0, capsys.readouterr().err
     card = capsys.readouterr().out
     assert "DP normalisation statistics" in card and "trajectory" in card  # 1/16 of epsilon: a DP normaliser
+    assert "verdict (for your eyes, never published): " in card  # evaluate's verdict
     syn = pd.read_csv(tmp_path / "icu_syn.csv")
     assert list(syn.columns[:2]) == ["patient_id", "hour"] and set(syn["ward"]) <= {"icu", "hdu", "general"}
     assert minari_io.load_dataset("icu-syn").info.schema is not None

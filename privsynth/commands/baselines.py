@@ -1,5 +1,5 @@
 """``privsynth baseline pgm|privsyn|pategan|prepategan`` (deprecated alias of ``privsynth synthesize --synth
-NAME``): a classic DP baseline from public + sensitive data to a
+NAME``, translated to it and run by its handler): a classic DP baseline from public + sensitive data to a
 released Minari dataset with its privacy card. Also the benchmark-runner cell ``baseline_synthesize``
 (``kind: privsynth.commands.baselines:synthesize_cell`` in a suite). See docs/baselines.md."""
 from __future__ import annotations
@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import time
 from pathlib import Path
 from typing import Any
 
@@ -41,81 +40,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """``["iters=1000", "selection=appendix_e"]`` -> typed dict (JSON values where they parse, else strings)."""
-    from privsynth.errors import InvalidData
-
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise InvalidData(f"--set expects KEY=VALUE, got '{item}'")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
-
-
-def run_baseline(
-    method: str,
-    public: list,
-    sensitive,
-    *,
-    epsilon: float,
-    delta: float,
-    num_samples: int,
-    seed: int = 0,
-    overrides: dict[str, Any] | None = None,
-    progress: bool = False,
-    name: str | None = None,
-) -> tuple[Any, Any, dict[str, float]]:
-    """pretrain(public) -> finetune(sensitive, ε, δ) -> sample(n); returns (synthesizer, dataset, seconds)."""
-    from privsynth.release.checks import check_public
-    from privsynth.synth.baselines import make_baseline
-
-    for pub in public:  # public data fits the discretiser's bounds and categories: it must hold no sensitive record
-        check_public(pub, sensitive)
-    synth = make_baseline(method, **{"seed": seed, **(overrides or {})})
-    seconds: dict[str, float] = {}
-    t0 = time.perf_counter()
-    synth.pretrain(public, progress=progress)
-    seconds["pretrain"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    synth.finetune(sensitive.mark_sensitive(True), epsilon, delta, "transition", progress=progress)
-    seconds["finetune"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    ds = synth.sample(num_samples, seed=seed, name=name)
-    seconds["sample"] = time.perf_counter() - t0
-    return synth, ds, seconds
-
-
 def _run(args: argparse.Namespace) -> int:
-    from privsynth.data import minari_io
-    from privsynth.release import release_dataset
+    """The alias, translated to ``privsynth synthesize --synth METHOD`` and run by its handler
+    (:func:`privsynth.commands.synth.run_synthesize`); prints this command's summary (``--json``) or the card."""
+    from privsynth.commands._surface import overrides
+    from privsynth.commands.synth import run_synthesize, synthesize_args
+    from privsynth.synth import registry
 
-    public = [minari_io.load_dataset(p) for p in args.public]
-    sensitive = minari_io.load_dataset(args.sensitive)
-    synth, ds, seconds = run_baseline(
-        args.method,
-        public,
-        sensitive,
-        epsilon=args.epsilon,
-        delta=args.delta,
-        num_samples=args.num_samples,
-        seed=args.seed,
-        overrides=parse_overrides(args.set),
-        progress=not args.quiet,
-        name=args.out_dataset,
-    )
-    spent = release_dataset(
-        ds, synth.ledger, args.out_dataset, epsilon_budget=args.epsilon, delta=args.delta, overwrite=args.overwrite,
-        environment=sensitive.info,
-    )
-    if args.save:  # the fitted model is a release too: written only if its ledger fits the budget
-        from privsynth.privacy.guard import guarded_save_model
-
-        guarded_save_model(synth, args.save, args.epsilon, args.delta)
+    # the --set keys, checked as this command always did (one line naming the baseline), before any data is read
+    registry.make(args.method, preset="cpu", **overrides(args.set))
+    argv = ["--synth", args.method, "--sensitive", args.sensitive, "--public", ",".join(args.public),
+            "--epsilon", repr(args.epsilon), "--delta", repr(args.delta), "--unit", "transition",
+            "-n", str(args.num_samples), "--seed", str(args.seed)]
+    argv += ["--out-dataset", args.out_dataset] if args.out_dataset else []  # none: the card only, nothing written
+    argv += ["--save-model", args.save] if args.save else []
+    argv += [a for item in args.set for a in ("--set", item)]
+    argv += ["--overwrite"] * args.overwrite + ["--quiet"] * args.quiet
+    res, _ = run_synthesize(synthesize_args(argv))
+    synth, spent = res.synthesizer, res.epsilon
+    seconds = {k: res.seconds[k] for k in ("pretrain", "finetune", "sample")}
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     summary = {
         "method": args.method,
@@ -123,7 +66,7 @@ def _run(args: argparse.Namespace) -> int:
         "delta": args.delta,
         "accounting": synth.card()["native_accounting"],
         "out_dataset": args.out_dataset,
-        "transitions": len(ds),
+        "transitions": len(res.dataset),
         "seconds": seconds,
         "peak_rss_mb": peak,
     }
@@ -132,12 +75,12 @@ def _run(args: argparse.Namespace) -> int:
     else:
         where = f"wrote {args.out_dataset}" if args.out_dataset else "nothing written (no --out-dataset)"
         print(
-            f"{args.method}: {len(ds)} transitions, epsilon {spent:.4g} at delta {args.delta:g} "
+            f"{args.method}: {len(res.dataset)} transitions, epsilon {spent:.4g} at delta {args.delta:g} "
             f"({summary['accounting']}); {where}; "
             + ", ".join(f"{k} {v:.1f}s" for k, v in seconds.items())
             + f"; peak RSS {peak:.0f} MB"
         )
-        print(synth.ledger.render_markdown())
+        print(res.ledger.render_markdown())
     return 0
 
 
@@ -150,8 +93,12 @@ def synthesize_cell(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
     cost fields the ``cost`` cell reads (PrivORL Table XI) and the ledger's ε.
     """
     from privsynth.errors import InvalidData
+    from privsynth.evaluation.bench.records import holder_only
     from privsynth.evaluation.bench.sources import save_dataset
-    from privsynth.release import release_dataset
+    from privsynth.privacy.budget import Budget
+    from privsynth.privacy.guard import guarded_save_model
+    from privsynth.release import synthesize
+    from privsynth.synth import registry
 
     method = params.get("synthesizer")
     if method not in NAMES:
@@ -160,29 +107,21 @@ def synthesize_cell(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
         raise InvalidData("the baselines have no non-private mode: give an epsilon")
     names = params["data"]["public"]
     public = [ctx.dataset(n) for n in ([names] if isinstance(names, str) else names)]
-    sensitive = ctx.dataset(params["data"]["sensitive"])
     epsilon, delta = float(params["epsilon"]), float(params.get("delta", 1e-5))
-    synth, ds, seconds = run_baseline(
-        method,
-        public,
-        sensitive,
-        epsilon=epsilon,
-        delta=delta,
-        num_samples=int(params.get("num_samples", 50_000)),
-        seed=int(params.get("seed", 0)),
-        overrides=dict(params.get("baseline_config") or {}),
-    )
-    spent = release_dataset(ds, synth.ledger, None, epsilon_budget=epsilon, delta=delta)  # checks only
+    config = registry.make(method, preset="cpu", **{"seed": int(params.get("seed", 0)),
+                                                     **(params.get("baseline_config") or {})}).config
+    # pre-train, DP fine-tune and sample through the one release route; nothing written there (the guard's checks)
+    res = synthesize(ctx.dataset(params["data"]["sensitive"]), budget=Budget(epsilon, delta, "transition"),
+                     public=public, synth=method, config=config, n=int(params.get("num_samples", 50_000)),
+                     out_dataset=None, progress=False)
+    synth, ds, seconds = res.synthesizer, res.dataset, res.seconds
     save_dataset(ds, ctx.artifact_dir / "synthetic.npz")
     suffix = ".pt" if method in ("pategan", "prepategan") else ".json"
-    from privsynth.evaluation.bench.records import holder_only
-    from privsynth.privacy.guard import guarded_save_model
-
     # a model fitted on the sensitive set is a release too: written through the guard, as `privsynth finetune` does
     ckpt = guarded_save_model(synth, Path(ctx.artifact_dir) / f"model{suffix}", epsilon, delta)
     (Path(ctx.artifact_dir) / "ledger.json").write_text(synth.ledger.to_json())
     return holder_only({
-        "dp_epsilon": spent,
+        "dp_epsilon": res.epsilon,
         "accounting": synth.card()["native_accounting"],
         "pretrain_seconds": seconds["pretrain"],
         "finetune_seconds": seconds["finetune"],

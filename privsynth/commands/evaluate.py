@@ -127,6 +127,10 @@ def _print_headline(report: dict[str, Any]) -> None:
     if dyn:
         parts.append(f"dynamics within tol {dyn['within_tol']:.3f}")
     print(", ".join(parts))
+    if report.get("verdict"):  # the holder's verdict, real vs synthetic per column (privsynth.evaluation.verdict)
+        from privsynth.evaluation.verdict import verdict_lines
+
+        print("\n".join(verdict_lines(report["verdict"])))
     for name, entry in (report.get("agents") or {}).items():
         if isinstance(entry, dict) and "synthetic" in entry:
             for which in ("synthetic", "real"):

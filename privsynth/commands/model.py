@@ -38,37 +38,27 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
+    """DP fine-tune a pre-trained checkpoint through the one release route (:func:`privsynth.release.synthesize` with
+    ``n=0``: its checks, the fine-tune, the ledger within the budget) and save it through the guard."""
+    from privsynth.commands._types import budget_from_args
     from privsynth.privacy import distributed as dist_dp
-    from privsynth.release import as_dataset
-    from privsynth.synth.pretrained import resolve_pretrained
-
-    from privsynth.release import check_model_fits, check_pretrained_public, load_synthesizer, record_dp_request
-    from privsynth.synth.pretrained import pretrained_card
+    from privsynth.privacy.guard import guarded_save_model
+    from privsynth.release import synthesize
 
     refuse_existing(args.out, args.overwrite)
     group = dist_dp.init_from_env()  # under torchrun: join the job; every rank loads the same model and data
     try:
-        synth = load_synthesizer(resolve_pretrained(args.model))
-        cfg = _config(args)
-        # what the checkpoint was trained as stays (architecture, row representation); the rest is the preset's
-        cfg.denoiser, cfg.edm, cfg.next_state = synth.config.denoiser, synth.config.edm, synth.config.next_state
-        synth.config = cfg
-        sens = as_dataset(args.sensitive).mark_sensitive(True)
-        check_model_fits(synth, sens)
-        check_pretrained_public(synth, sens, pretrained_card(args.model))  # its public data is not the sensitive set
         main = group is None or group.rank == 0
-        from privsynth.commands._types import budget_from_args
-
         budget = budget_from_args(args, "transition")
-        record_dp_request(synth.config, budget.epsilon, budget.delta, budget.unit)
-        synth.finetune(sens, budget.epsilon, budget.delta, budget.unit, progress=main and not args.quiet)
+        # the checkpoint keeps what it was trained as (architecture, row representation); the rest is the preset's
+        res = synthesize(args.sensitive, budget=budget, pretrained=args.model, config=_config(args), n=0,
+                         out_dataset=None, progress=main and not args.quiet)
+        synth = res.synthesizer
         if main:
-            from privsynth.privacy.guard import guarded_save_model
-
             guarded_save_model(synth, args.out, budget.epsilon, budget.delta)
             ranks = f" on {group.world_size} processes" if group is not None else ""
             h = synth.history[-1]  # its timing stays off the saved checkpoint (a release) but is the holder's to see
-            print(f"fine-tuned on {sens.info.name}{ranks}: epsilon {synth.ledger.epsilon():.4g} at delta "
+            print(f"fine-tuned on {args.sensitive}{ranks}: epsilon {synth.ledger.epsilon():.4g} at delta "
                   f"{budget.delta:g} ({budget.unit}), {h['steps']} steps in {h['seconds']:.1f} s -> {args.out}")
     finally:
         dist_dp.shutdown()

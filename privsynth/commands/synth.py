@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from privsynth.data.units import DATA_UNITS
@@ -153,8 +154,36 @@ def _registered_options(args: argparse.Namespace):
     return registry.make(args.synth, preset=args.config, **overrides).config
 
 
+def synthesize_args(argv: list[str]) -> argparse.Namespace:
+    """``privsynth synthesize`` options parsed from ``argv``: the deprecated aliases (``baseline``,
+    ``synthesize-traj``) translate their options to these and run :func:`run_synthesize`. ``--out-dataset`` may be
+    left out here (``baseline`` printed the card only): nothing is written, the release guard's checks still run."""
+    p = argparse.ArgumentParser(prog="privsynth synthesize")
+    _add_synthesize(p, out_required=False)
+    return p.parse_args(argv)
+
+
 def cmd_synthesize(args: argparse.Namespace) -> int:
     from privsynth.data import minari_io
+
+    res, budget = run_synthesize(args)
+    st = getattr(res.synthesizer, "last_sample_stats", None) or {}
+    dropped = f", {st['nan_rows_dropped']} NaN rows dropped" if "nan_rows_dropped" in st else ""
+    if args.postprocess:
+        dropped += _post_note(res.dataset.info.extra["postprocess"])
+    print(
+        f"wrote {res.dataset.n_transitions} synthetic transitions ({args.synth}) to "
+        f"{minari_io.resolve_id(args.out_dataset, for_write=True)}: epsilon "
+        f"{res.epsilon:.4g} at delta {args.delta:g} ({args.unit}){dropped}; "
+        f"seconds {json.dumps({k: round(v, 1) for k, v in res.seconds.items()})}"
+    )
+    return 0
+
+
+def run_synthesize(args: argparse.Namespace):
+    """The one handler of ``privsynth synthesize`` and its aliases: the options -> config and
+    :class:`~privsynth.privacy.Budget` -> :func:`privsynth.release.synthesize` (-> ``--save-model`` through the guard).
+    Returns ``(SynthesisResult, Budget)``."""
     from privsynth.release import synthesize
     from privsynth.synth import registry
 
@@ -194,25 +223,18 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
         reward_bounds=_pair(args.reward_bounds, "--reward-bounds"),
         postprocess=args.postprocess,
         topup=args.topup,
+        episodes=args.episodes,
     )
     if args.save_model:  # the fine-tuned model is a release too: through the guard, within the same budget
         from privsynth.privacy.guard import guarded_save_model
 
         guarded_save_model(res.synthesizer, args.save_model, budget.epsilon, budget.delta)
-    st = getattr(res.synthesizer, "last_sample_stats", None) or {}
-    dropped = f", {st['nan_rows_dropped']} NaN rows dropped" if "nan_rows_dropped" in st else ""
-    if args.postprocess:
-        dropped += _post_note(res.dataset.info.extra["postprocess"])
-    print(
-        f"wrote {res.dataset.n_transitions} synthetic transitions ({args.synth}) to "
-        f"{minari_io.resolve_id(args.out_dataset, for_write=True)}: epsilon "
-        f"{res.epsilon:.4g} at delta {args.delta:g} ({args.unit}){dropped}; "
-        f"seconds {json.dumps({k: round(v, 1) for k, v in res.seconds.items()})}"
-    )
-    return 0
+    for line in res.warnings:  # released values that break the schema (recorded in the release's metadata)
+        print(f"privsynth: warning: {line} (released rows against the schema)", file=sys.stderr)
+    return res, budget
 
 
-def _add_synthesize(p: argparse.ArgumentParser) -> None:
+def _add_synthesize(p: argparse.ArgumentParser, *, out_required: bool = True) -> None:
     from privsynth.synth.registry import names
 
     p.add_argument("--synth", choices=names(), default="privorl-n", metavar="NAME",
@@ -221,8 +243,10 @@ def _add_synthesize(p: argparse.ArgumentParser) -> None:
                    help="sensitive dataset id (its environment spec goes on the release)")
     p.add_argument("--public", default=None, metavar="ID,ID",
                    help="comma-separated public dataset ids (not the sensitive one)")
-    p.add_argument("--out-dataset", required=True, metavar="ID", help="Minari dataset id to write")
+    p.add_argument("--out-dataset", required=out_required, metavar="ID", help="Minari dataset id to write")
     p.add_argument("-n", "--samples", dest="n", type=int, default=100_000, help="synthetic transitions to release")
+    p.add_argument("--episodes", type=int, default=None, metavar="N",
+                   help="whole episodes to release instead of -n (episode synthesizers: privorl-j, ...)")
     hidden_option(p, "--num-samples", "--n", dest="n", type=int)
     p.add_argument("--pretrained", default=None, metavar="PATH",
                    help=f"shipped pre-trained name or checkpoint; skips pre-training (installed: {_pretrained_help()})")
@@ -230,10 +254,18 @@ def _add_synthesize(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-pretrain", action="store_true", help="DPDM ablation: no pre-training")
     p.add_argument("--workdir", default=None, metavar="DIR", help="stage checkpoints here; a rerun resumes")
     p.add_argument("--dp-normalizer", type=float, default=None, metavar="EPS",
+<<<<<<< HEAD
                    help="without public data: spend EPS of --epsilon on a DP normaliser (privorl-n; with a schema "
                         "the default is 1/16 of --epsilon, 0 normalises by the schema's bounds alone)")
     p.add_argument("--obs-bounds", default=None, metavar="LOW,HIGH", help="public observation bounds (--dp-normalizer)")
     p.add_argument("--reward-bounds", default=None, metavar="LOW,HIGH", help="public reward bounds (--dp-normalizer)")
+=======
+                   help="without public data: spend EPS of --epsilon on a DP normaliser (privorl-n)")
+    p.add_argument("--obs-bounds", default=None, metavar="LOW,HIGH",
+                   help="without public data: observation bounds where the environment has none")
+    p.add_argument("--reward-bounds", default=None, metavar="LOW,HIGH",
+                   help="without public data: one step's reward bounds (default: known ones of the environment)")
+>>>>>>> main
     p.add_argument("--save-model", default=None, metavar="PATH", help="also save the fine-tuned synthesizer here")
     hidden_option(p, "--save", dest="save_model")
     add_set(p, "synthesizer config")

@@ -26,6 +26,7 @@ __all__ = [
     "register_robotics_envs",
     "derived_obs_keys",
     "never_terminates",
+    "reward_bounds",
     "observation_bounds",
     "POINTMAZE_OBS_KEYS",
 ]
@@ -50,7 +51,22 @@ NEVER_TERMINATE: dict[str, str | None] = {
     "PointMaze_": "continuing_task",  # gymnasium-robotics: terminates at the goal only with continuing_task=False
 }
 
+# Per-step reward bounds that follow from an environment's code (env id prefix -> (low, high)): public facts, used
+# when a release without public data takes its bounds from the environment (no spec states reward bounds).
+# Pendulum: r = -(θ² + 0.1 θ̇² + 0.001 u²) with |θ| <= π, |θ̇| <= 8, |u| <= 2 (gymnasium pendulum.py).
+REWARD_BOUNDS: dict[str, tuple[float, float]] = {
+    "Pendulum-": (-(np.pi ** 2 + 0.1 * 8.0 ** 2 + 0.001 * 2.0 ** 2), 0.0),
+}
+
 _registered = False
+
+
+def reward_bounds(env_id: str | None) -> tuple[float, float] | None:
+    """The per-step reward bounds of ``env_id`` known from its code (:data:`REWARD_BOUNDS`), else None."""
+    for prefix, bounds in REWARD_BOUNDS.items():
+        if env_id and env_id.startswith(prefix):
+            return bounds
+    return None
 
 
 def never_terminates(env_id: str | None, env_kwargs: dict[str, Any] | None = None) -> bool:

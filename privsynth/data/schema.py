@@ -28,6 +28,7 @@ KINDS = ("continuous", "integer", "binary", "categorical")
 _TOP_KEYS = ("episode_id", "order", "observations", "actions", "reward", "terminal", "next_prefix", "description")
 _COLUMN_KEYS = ("name", "kind", "low", "high", "values", "unit", "description")
 _REWARD_KEYS = ("name", "low", "high", "values", "unit", "description")
+EPISODE_LABELS = "episode_labels"  # DatasetInfo.extra key of an imported table's own episode ids (never released)
 _YES, _NO = frozenset({"1", "1.0", "true", "yes", "y"}), frozenset({"0", "0.0", "false", "no", "n"})
 
 
@@ -386,6 +387,7 @@ def from_schema_frame(df: Any, schema: Schema | dict | str | Path, *, name: str 
             raise InvalidData(f"column '{schema.order}' repeats {_show(df[schema.order].iloc[i])} at "
                               f"{_where(df, i)} within episode {_show(df[schema.episode_id].iloc[i])}")
     ids = _episode_ids(df, schema.episode_id)
+    labels = _episode_labels(df[schema.episode_id])
     n = len(df)
     starts = np.flatnonzero(np.concatenate([[True], ids[1:] != ids[:-1]]))
     lasts = np.concatenate([starts[1:], [n]]) - 1
@@ -419,10 +421,21 @@ def from_schema_frame(df: Any, schema: Schema | dict | str | Path, *, name: str 
     lo, hi = schema.action_bounds()
     info = DatasetInfo(name=name, sensitive=sensitive, action_low=lo, action_high=hi, schema=schema.to_dict(),
                        extra={"imported_layout": "transitions" if transitions else "steps",
-                              "imputed": impute or "none"})
+                              "imputed": impute or "none", EPISODE_LABELS: labels})
     return OfflineDataset(observations=obs.astype(np.float32), actions=act.astype(np.float32),
                           rewards=rew.astype(np.float32), next_observations=nxt.astype(np.float32),
                           terminals=term, timeouts=trunc, episode_ids=ids, info=info)
+
+
+def _episode_labels(values: Any) -> list[Any]:
+    """The holder's episode ids, indexed by the integer ids :func:`~privsynth.data.tabular._episode_ids` gives
+    (sorted labels), as JSON values: kept in the imported (sensitive) dataset's metadata so export writes them back."""
+    raw = values.to_numpy()
+    try:
+        labels = np.unique(raw)
+    except TypeError:  # mixed types: compared as text, as _episode_ids does
+        labels = np.unique(raw.astype(str))
+    return [v.item() if hasattr(v, "item") else v for v in labels]
 
 
 # ------------------------------------------------------------------------------------------------ export
@@ -436,7 +449,8 @@ def _values(col: Column, x: np.ndarray) -> Any:
 
 
 def export_frame(ds: Any, *, step_column: str = "step", with_next: bool = False) -> Any:
-    """``ds`` as a DataFrame in the per-step layout, one row per transition: the episode column, a step column,
+    """``ds`` as a DataFrame in the per-step layout, one row per transition: the episode column (the holder's own
+    ids for an imported table, kept in its metadata; a release, which has none, numbers its episodes), a step column,
     the observation, action and reward columns (the schema's names and values; ``obs_i`` / ``act_i`` without a
     schema) and the terminal flag; ``with_next`` adds the next-state columns."""
     import pandas as pd
@@ -454,7 +468,11 @@ def export_frame(ds: Any, *, step_column: str = "step", with_next: bool = False)
     _, ids = np.unique(ds.episode_ids, return_inverse=True)
     starts = np.flatnonzero(np.concatenate([[True], ids[1:] != ids[:-1]]))
     steps = np.arange(len(ids)) - np.repeat(starts, np.diff(np.concatenate([starts, [len(ids)]])))
-    data: dict[str, Any] = {ep_name: ids.reshape(-1), step_name: steps}
+    episodes: Any = ids.reshape(-1)
+    labels = ds.info.extra.get(EPISODE_LABELS) if schema is not None else None
+    if labels and 0 <= int(np.min(ds.episode_ids)) and int(np.max(ds.episode_ids)) < len(labels):
+        episodes = np.asarray(labels, dtype=object)[np.asarray(ds.episode_ids, dtype=np.int64)]  # the holder's ids
+    data: dict[str, Any] = {ep_name: episodes, step_name: steps}
     for j, c in enumerate(obs_cols):
         data[c.name] = _values(c, ds.observations[:, j])
     for j, c in enumerate(act_cols):
@@ -537,6 +555,7 @@ class RowCodec:
                 hi.append(float(c.high))
         return np.array(lo + [0.0]), np.array(hi + [1.0])
 
+<<<<<<< HEAD
     def discrete_columns(self) -> list[int]:
         """Encoded columns that are not numbers on a scale: the one-hot columns and the terminal flag."""
         cols: list[int] = []
@@ -552,10 +571,13 @@ class RowCodec:
         return sum(c.width for c in self.parts[:len(self.obs) + len(self.act) + 1])
 
     def normalizer(self) -> Any:
+=======
+    def normalizer(self, source: str = "schema bounds") -> Any:
+>>>>>>> main
         """A fixed-bounds normaliser from the schema (public metadata: no privacy cost)."""
         from privsynth.data.normalize import Normalizer
 
-        return Normalizer.from_bounds(*self.bounds(), source="schema bounds")
+        return Normalizer.from_bounds(*self.bounds(), source=source)
 
 
 def schema_codec(info: Any) -> RowCodec | None:

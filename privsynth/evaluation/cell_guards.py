@@ -8,8 +8,8 @@ Each guard refuses with a one-line error, so the cell fails and nothing of it is
   record, as :func:`privsynth.release.checks.check_public` enforces for the CLI).
 * :func:`check_public_only_model`: a ``finetune: none`` row (ε = 0, "the public model alone") samples a model that
   was only pre-trained on public data: no fine-tune, no ledger.
-* :func:`check_staged_budget`: a DP fine-tuned staged cell spends, in total over its ledger, no more than its ε (the
-  release guard, :func:`privsynth.privacy.guard.check_budget`, invariant 3), before anything is sampled or saved.
+* The DP rows' budget check (the ledger's total ε within the cell's, invariant 3) is the release route's own:
+  :func:`privsynth.release.synthesize` runs them (issue 38).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from privsynth.data.provenance import check_public_specs, data_origin  # the rel
 from privsynth.errors import InvalidData, PrivacyError
 
 __all__ = ["public_datasets", "check_public_specs", "data_origin", "check_public_only_model",
-           "check_pretrained_on_public", "check_staged_budget"]
+           "check_pretrained_on_public"]
 
 
 def public_datasets(params: dict[str, Any], ctx: Any) -> list:
@@ -68,14 +68,3 @@ def check_pretrained_on_public(synth: Any, sensitive: str, ctx: Any) -> None:
     if names:
         check_public_specs(names, sensitive, specs)
 
-
-def check_staged_budget(synth: Any, epsilon: float, delta: float) -> float:
-    """The ledger's composed ε over all its events (an upstream model's ledger included) at ``delta``, refused
-    (:class:`~privsynth.errors.BudgetExceeded`) above the cell's ``epsilon``; also refuses an empty ledger or replayable
-    noise (:func:`privsynth.privacy.guard.check_budget`).
-
-    Protects: a staged cell's row is labelled with its ε, so what it releases (samples, model, ledger) must fit it,
-    as the registry path's ``release_dataset(..., epsilon_budget=epsilon)`` ensures (invariant 3)."""
-    from privsynth.privacy.guard import check_budget
-
-    return check_budget(getattr(synth, "ledger", None), float(epsilon), float(delta))

@@ -37,7 +37,7 @@ from typing import Any
 
 from privsynth.errors import InvalidData
 from privsynth.evaluation.bench.context import CellContext
-from privsynth.evaluation.cell_guards import check_pretrained_on_public, check_public_only_model, check_staged_budget
+from privsynth.evaluation.cell_guards import check_pretrained_on_public, check_public_only_model
 from privsynth.evaluation.cell_guards import public_datasets as _public  # privacy guards of these cells
 from privsynth.evaluation.bench.records import holder_only, result_value
 from privsynth.evaluation.bench.registry import register_cell, register_group
@@ -265,6 +265,10 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
         synth = TransitionSynthesizer(synth_config(params.get("config"), seed)).fit_public_stats(_public(params, ctx))
     else:
         raise InvalidData(f"cell {ctx.cell_id} expected a pre-trained checkpoint but its pretrain cell is missing")
+    if epsilon is not None and not public_only:  # a DP row: through the one release route
+        return _staged_release(synth, params, ctx)
+    # the two controls below are never released: `epsilon: null` (the no-DP ablation, its artifacts kept for the
+    # bench's controls only) and `finetune: none` with epsilon 0 (the public model alone, no sensitive record read)
     t0 = time.perf_counter()
     if public_only:
         # the public model alone (epsilon = 0): only the sensitive dataset's info is read (its environment's public
@@ -272,14 +276,11 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
         synth.adopt_environment(ctx.dataset_info(params["data"]["sensitive"]))
     else:
         sensitive = ctx.dataset(params["data"]["sensitive"])
-        synth.config.private = epsilon is not None
-        eps_arg = float(epsilon) if epsilon is not None else 1.0  # ignored when private is False
-        synth.finetune(sensitive, eps_arg, float(params.get("delta", 1e-5)), params.get("unit", "transition"),
-                       progress=False)
+        synth.config.private = False  # the no-DP ablation (epsilon: null): a control, never released
+        synth.finetune(sensitive, 1.0, float(params.get("delta", 1e-5)), params.get("unit", "transition"),
+                       progress=False)  # epsilon 1.0: ignored when private is False
     finetune_seconds = time.perf_counter() - t0
     out: dict[str, Any] = {"finetune_seconds": finetune_seconds, "n_parameters": synth.n_parameters()}
-    if synth.config.private and not public_only:  # the ledger's total ε within the cell's, before anything is written
-        out["dp_epsilon"] = check_staged_budget(synth, float(epsilon), float(params.get("delta", 1e-5)))
     if public_only:
         out["public_only"] = True
     n = int(params.get("num_samples", 0))
@@ -298,12 +299,47 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     _save_checkpoint(synth, ctx.artifact_dir / "model.pt", params, private=synth.config.private and not public_only)
     hist = synth.history[-1] if synth.history else {}
     for key in ("epsilon", "noise_multiplier", "steps", "sample_rate", "final_loss"):
-        if key in hist and f"dp_{key}" not in out:  # dp_epsilon: the ledger's total (check_staged_budget)
+        if key in hist:
             out[f"dp_{key}" if key != "final_loss" else key] = hist[key]
     if synth.config.private and synth.ledger is not None:
         (ctx.artifact_dir / "ledger.json").write_text(synth.ledger.to_json())
     out["peak_rss_mb"] = _peak_rss_mb()
     return holder_only(out, *_WORKER) if public_only else holder_only(out, *_SENSITIVE_TIMES, *_WORKER)
+
+
+def _release(params: dict[str, Any], ctx: CellContext, **kwargs: Any) -> Any:
+    """A DP cell's fine-tune and sample through :func:`privsynth.release.synthesize` (the one route from sensitive
+    data to a DP artifact): its checks, DP fine-tune, ``num_samples`` rows (none for 0) and the release guard's budget
+    check, writing nothing (the cell saves the rows and the model itself)."""
+    from privsynth.privacy.budget import Budget
+    from privsynth.release import synthesize
+
+    budget = Budget(float(params["epsilon"]), float(params.get("delta", 1e-5)), kwargs.pop("unit"))
+    return synthesize(ctx.dataset(params["data"]["sensitive"]), budget=budget, n=int(params.get("num_samples", 0)),
+                      out_dataset=None, progress=False, **kwargs)
+
+
+def _staged_release(synth: Any, params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
+    """The DP row of a staged PrivORL-n cell: ``synth`` (the upstream pre-trained model, or public statistics only for
+    ``pretrain: none``) DP fine-tuned and sampled by :func:`_release`; saves data, ``model.pt`` (guarded) and ledger."""
+    res = _release(params, ctx, unit=params.get("unit", "transition"), pretrained=synth,
+                   postprocess=params.get("postprocess") or False)
+    out: dict[str, Any] = {"finetune_seconds": res.seconds["finetune"], "n_parameters": synth.n_parameters(),
+                           "dp_epsilon": res.epsilon}  # dp_epsilon: the ledger's total, checked within the cell's ε
+    if res.dataset is not None:
+        if params.get("postprocess"):
+            out["postprocess"] = res.dataset.info.extra["postprocess"]
+        out["sample_seconds"] = res.seconds["sample"]
+        out["n_synthetic"] = len(res.dataset)
+        save_dataset(res.dataset, ctx.artifact_dir / "synthetic.npz")
+    _save_checkpoint(synth, ctx.artifact_dir / "model.pt", params, private=True)
+    hist = synth.history[-1] if synth.history else {}
+    for key in ("epsilon", "noise_multiplier", "steps", "sample_rate", "final_loss"):
+        if key in hist and f"dp_{key}" not in out:
+            out[f"dp_{key}" if key != "final_loss" else key] = hist[key]
+    (ctx.artifact_dir / "ledger.json").write_text(synth.ledger.to_json())
+    out["peak_rss_mb"] = _peak_rss_mb()
+    return holder_only(out, *_SENSITIVE_TIMES, *_WORKER)
 
 
 def _synthesize_registered(name: str, params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
@@ -317,14 +353,12 @@ def _synthesize_registered(name: str, params: dict[str, Any], ctx: CellContext) 
     ``sample_seconds``, ``n_synthetic``, ``dp_epsilon``, ``n_parameters``, ``peak_rss_mb``. ``finetune: none`` with
     ``epsilon: 0.0`` samples the pre-trained public model alone (``public_only``; no sensitive record is read, no
     ledger written), for synthesizers that can take the evaluation environment's public facts."""
-    from privsynth.release import release_dataset
     from privsynth.synth import registry
 
     entry = registry.entry(name)
     public_only = _public_only(params, ctx)
     if params.get("epsilon") is None:
         raise InvalidData(f"cell {ctx.cell_id}: {name} runs only with a DP budget; give an epsilon")
-    epsilon, delta = float(params["epsilon"]), float(params.get("delta", 1e-5))
     unit = params.get("unit", entry.units[0])
     registry.check_unit(name, unit)  # before any pre-training
     preset, overrides = _split_config(params.get("config"), name)
@@ -334,31 +368,37 @@ def _synthesize_registered(name: str, params: dict[str, Any], ctx: CellContext) 
     if hasattr(synth.config, "seed"):
         synth.config.seed = int(params.get("seed", 0))
     public = _public(params, ctx)
-    t0 = time.perf_counter()
-    registry.pretrain(synth, public)  # registry.fit's first step, timed on its own
-    t1 = time.perf_counter()
-    if public_only:  # only the sensitive set's environment facts (public), to label the sample with its environment
+    n = int(params.get("num_samples", 0))
+    synthetic = None
+    if public_only:  # the public model alone (epsilon 0, never released): its own code, no sensitive record read
+        t0 = time.perf_counter()
+        registry.pretrain(synth, public)
+        t1 = time.perf_counter()
+        # only the sensitive set's environment facts (public), to label the sample with its environment
         synth.adopt_environment(ctx.dataset_info(params["data"]["sensitive"]))
-    else:
-        registry.fit(synth, ctx.dataset(params["data"]["sensitive"]), public=None, epsilon=epsilon, delta=delta,
-                     unit=unit)
-    t2 = time.perf_counter()
-    out: dict[str, Any] = {"fit_seconds": t2 - t0, "pretrain_seconds": t1 - t0, "finetune_seconds": t2 - t1,
-                           "unit": unit}
-    if public_only:
-        out["public_only"] = True
+        t2 = time.perf_counter()
+        out: dict[str, Any] = {"fit_seconds": t2 - t0, "pretrain_seconds": t1 - t0, "finetune_seconds": t2 - t1,
+                               "unit": unit, "public_only": True}
+        if n > 0:
+            t0 = time.perf_counter()
+            synthetic = registry.sample(synth, n_transitions=n, seed=int(params.get("seed", 0)))
+            out["sample_seconds"] = time.perf_counter() - t0
+    else:  # a DP row: pre-train, DP fine-tune and sample through the one release route
+        res = _release(params, ctx, unit=unit, synth=name, config=synth.config, public=public)
+        synth, synthetic = res.synthesizer, res.dataset
+        sec = res.seconds
+        out = {"fit_seconds": sec["pretrain"] + sec["finetune"], "pretrain_seconds": sec["pretrain"],
+               "finetune_seconds": sec["finetune"], "unit": unit}
+        if synthetic is not None:
+            out["sample_seconds"] = sec["sample"]
     tuned = [h for h in getattr(synth, "history", []) or [] if h.get("phase") == "finetune"]
     for key in ("noise_multiplier", "steps", "sample_rate"):
         if tuned and isinstance(tuned[-1].get(key), (int, float)):
             out[f"dp_{key}"] = tuned[-1][key]
-    n = int(params.get("num_samples", 0))
-    if n > 0:
-        t0 = time.perf_counter()
-        synthetic = registry.sample(synth, n_transitions=n, seed=int(params.get("seed", 0)))
-        out["sample_seconds"] = time.perf_counter() - t0
+    if synthetic is not None:
         out["n_synthetic"] = len(synthetic)
         if not public_only:
-            out["dp_epsilon"] = release_dataset(synthetic, synth.ledger, None, epsilon_budget=epsilon, delta=delta)
+            out["dp_epsilon"] = res.epsilon
         save_dataset(synthetic, ctx.artifact_dir / "synthetic.npz")
     if callable(getattr(synth, "n_parameters", None)):
         out["n_parameters"] = synth.n_parameters()

@@ -8,6 +8,8 @@ readable) and ``report.md`` (a summary with tables) next to each other, plus ``<
 * TrajScore (:mod:`privsynth.evaluation.trajscore`) when both datasets have trajectories and an encoder is given or
   public data to train one is; reported with the real-halves baseline;
 * RL-aware checks (:mod:`privsynth.evaluation.rl_checks`), with the real data as the reference column;
+* the holder's verdict (:mod:`privsynth.evaluation.verdict`): fit to publish or not, with its reasons, per-column
+  ranges real vs synthetic and the share of values that break the schema;
 * agents trained on the synthetic data and scored in the real environment (optional; needs
   :mod:`privsynth.evaluation.agents`), optionally also on the real data for comparison.
 
@@ -34,6 +36,7 @@ from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData, PrivsynthError
 from privsynth.evaluation.fidelity import tabular_fidelity
 from privsynth.evaluation.rl_checks import RLCheckConfig, rl_checks
+from privsynth.evaluation.verdict import VerdictThresholds, holder_verdict, verdict_lines
 
 __all__ = ["evaluate_synthetic", "render_markdown"]
 
@@ -171,6 +174,7 @@ def evaluate_synthetic(
     tsne_points: int = 600,
     out: str | Path = "report.json",
     progress: bool = False,
+    thresholds: VerdictThresholds | None = None,
 ) -> dict[str, Any]:
     """Evaluate ``synthetic`` against ``real``; write ``out`` (JSON) and its ``.md`` summary; return the report.
 
@@ -178,6 +182,7 @@ def evaluate_synthetic(
     ``num_updates`` updates and scored in ``real``'s environment; ``agent_kwargs`` go to
     :func:`privsynth.evaluation.agents.run_seeds` (``eval_every``, ``eval_episodes``, ...). ``public`` trains the
     TrajScore encoder (or pass a trained ``trajscore_encoder``). ``max_rows`` caps the rows of the tabular scores.
+    ``thresholds`` set the holder's verdict (``report["verdict"]``, :mod:`privsynth.evaluation.verdict`).
     """
     real.check_compatible(synthetic)
     _check_agent_names(agents)
@@ -205,6 +210,8 @@ def evaluate_synthetic(
     )
     report["rl_checks"] = _timed(timings, "rl_checks", lambda: rl_checks(synthetic, real, rl_config))
     report["utility_predictor"] = _timed(timings, "utility_predictor", lambda: _utility_section(synthetic, real))
+    report["verdict"] = holder_verdict(synthetic, real, report["fidelity"], report["utility_predictor"],
+                                       thresholds)  # for the holder's eyes (privsynth.evaluation.verdict)
     report["plots"] = {}
     if tsne:
         from privsynth.evaluation.plots import tsne_plot
@@ -287,6 +294,10 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     else:
         lines += ["The synthetic dataset carries no privacy card: it was not released through a DP mechanism.", ""]
 
+    verdict = report.get("verdict")
+    if verdict:
+        lines += ["## Verdict (for the data holder's eyes, never published)", "", f"**{verdict['verdict']}**", "",
+                  "```text", *verdict_lines(verdict)[1:], "```", ""]
     lines += ["## Fidelity", ""]
     fid = report["fidelity"]
     ts = report.get("trajscore") or {}

@@ -46,7 +46,8 @@ def check_release_request(
         sens_full = minari_io.resolve_id(sensitive_id)
         for pid in public_ids:
             if minari_io.resolve_id(pid) == sens_full:
-                raise InvalidData(f"dataset '{sens_full}' cannot be both public and sensitive")
+                raise InvalidData(f"dataset '{sens_full}' cannot be both public and sensitive (the public data "
+                                  "shares every record with the sensitive set)")
 
 
 def check_public(public: OfflineDataset, sensitive: OfflineDataset) -> None:

@@ -3,6 +3,10 @@
 ``synth="privorl-n"`` (default) runs the PrivORL-n pipeline with its extras (shipped pre-trained models, staged and
 resumable work directories, the DPDM ablation); any other registered name (:mod:`privsynth.synth.registry`) runs
 make -> fit (pre-train on public data, DP fine-tune) -> sample -> guarded release, the same way for all of them.
+
+Why this module is long: it is the one route from sensitive data to a DP artifact (issue 38), so the CLI, the bench
+cells, the aliases and the scripts all pass through it; its request checks live in release.checks and its writer in
+privacy.guard, and what remains is the route itself (staged / registered branches by capability, timings, warnings).
 """
 from __future__ import annotations
 
@@ -38,12 +42,13 @@ __all__ = ["SynthesisResult", "synthesize"]
 class SynthesisResult:
     """What :func:`synthesize` returns: the released dataset, its ledger, the synthesizer and timings."""
 
-    dataset: OfflineDataset
+    dataset: OfflineDataset | None  # None for an n=0 request (the fine-tuned model alone)
     ledger: Any
     synthesizer: Any  # the fitted synthesizer (TransitionSynthesizer for privorl-n)
     dataset_id: str | None = None
     epsilon: float | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # released values that break the schema (:func:`_schema_check`)
 
 
 def synthesize(
@@ -69,6 +74,7 @@ def synthesize(
     reward_bounds: tuple[float, float] | None = None,
     postprocess: bool | str | Sequence[str] = False,
     topup: bool = True,
+    episodes: int | None = None,
 ) -> SynthesisResult:
     """Any registered synthesizer end to end: pretrain (public) -> DP fine-tune (sensitive) -> sample -> guarded release.
 
@@ -85,6 +91,10 @@ def synthesize(
     * ``pretrain=False`` (PrivORL-n): the DPDM ablation: the normaliser is still fitted on ``public``, the weights start random.
     * ``workdir`` (PrivORL-n): stage checkpoints (``pretrained.pt``, ``finetuned.pt``) and the pre-training checkpoint; a rerun
       with the same ``workdir`` resumes from the last finished stage.
+    * No public data (PrivORL-n): data with a schema, or simulator data whose environment bounds its columns
+      (its spaces, ``obs_bounds`` where they have none, ``reward_bounds`` or the reward bounds known from the
+      environment's code), trains from scratch with those bounds as normaliser and clipping (public facts, free);
+      the release carries them as its schema.
     * ``normalizer_epsilon`` (PrivORL-n, no public data): spend this part of ``epsilon`` on a DP normaliser (clipped
       mean and std within public bounds: the environment spec's, ``obs_bounds`` where it has none, and
       ``reward_bounds``, or the schema's), charged to the ledger; DP-SGD gets the rest. The weights start untrained
@@ -92,6 +102,12 @@ def synthesize(
       :data:`~privsynth.synth.scratch.SCRATCH_NORMALIZER_SHARE` of ``epsilon``; ``0`` spends nothing on it and
       normalises by the schema's bounds alone.
     * ``out_dataset``: a Minari id to write; the release guard refuses if the ledger's ε exceeds ``epsilon``.
+      ``None``: nothing written, the guard's checks only (the benchmark's cells save the rows themselves); then
+      ``n=0`` samples nothing (``result.dataset`` is None): the fine-tuned model alone, its ledger checked.
+    * ``episodes``: for a synthesizer whose output is whole episodes (``registry.Entry.episodes``: privorl-j, ...),
+      release this many episodes instead of ``n`` transitions.
+    * ``result.seconds``: ``pretrain``, ``finetune`` (with the sensitive set read: the holder's figure), ``sample``,
+      ``total``; a registered synthesizer's also ``fit`` (pre-train + fine-tune).
     * ``postprocess``: repair the sampled rows with the public environment before the release
       (:func:`privsynth.release.postprocess.postprocess`; free under DP, recorded in the privacy card); ``True`` for
       every step, or the steps to apply, e.g. ``"clip,reward"``. With ``topup`` (default) a step that drops rows is
@@ -112,10 +128,18 @@ def synthesize(
 
         step_options(postprocess)  # unknown step names: before any data is read
     public_list = [] if public is None else [public] if isinstance(public, (OfflineDataset, str)) else list(public)
+    if n == 0 and out_dataset is not None:
+        raise InvalidData("-n must be at least 1 to write a dataset (n=0 fine-tunes only, with out_dataset=None)")
+    if episodes is not None and (not registry.entry(synth).episodes or isinstance(episodes, bool) or episodes < 1):
+        raise InvalidData(f"episodes must be a positive number of whole episodes of a synthesizer that makes them "
+                          f"({', '.join(e for e in registry.names() if registry.entry(e).episodes)}), got "
+                          f"{episodes!r} for {synth}")
+    if episodes is not None and postprocess:
+        raise InvalidData("postprocess tops up rows, not episodes: ask for n transitions, or drop postprocess")
     check_release_request(
         out_dataset,
         overwrite=overwrite,
-        n=n,
+        n=n or None,
         sensitive_id=sensitive if isinstance(sensitive, str) else None,
         public_ids=[p for p in public_list if isinstance(p, str)],
     )
@@ -130,7 +154,8 @@ def synthesize(
         return _synthesize_registered(
             synth, sensitive, public_list, epsilon=epsilon, delta=delta, unit=unit, n=n, preset=preset, config=config,
             out_dataset=out_dataset, overwrite=overwrite, progress=progress, t_all=t_all, postprocess=postprocess,
-            topup=topup, unsupported={k: v for k, (cap, v) in asked.items() if cap not in caps})
+            topup=topup, episodes=episodes,
+            unsupported={k: v for k, (cap, v) in asked.items() if cap not in caps})
     if config is None and preset is not None:
         config = registry.make(synth, preset=preset).config
     wd = Path(workdir) if workdir else None
@@ -155,6 +180,14 @@ def synthesize(
 
         normalizer_epsilon = default_normalizer_epsilon(epsilon)
     dp_norm = normalizer_epsilon is not None
+    derived = None  # simulator data without a schema or public data: the environment's bounds act as its schema
+    if not dp_norm and not pubs and pretrained is None and sens.info.schema is None:
+        from privsynth.release.support import environment_schema
+
+        derived = environment_schema(sens.info, sens.obs_dim, sens.act_dim, obs_bounds=obs_bounds,
+                                     reward_bounds=reward_bounds)  # public facts only, before any row is read
+        if derived is not None:
+            sens = dataclasses.replace(sens, info=dataclasses.replace(sens.info, schema=derived))
     if dp_norm:
         if pubs or pretrained is not None:
             raise InvalidData("a DP normaliser is for runs without public data: drop it, or drop the public data")
@@ -171,8 +204,9 @@ def synthesize(
                                        reward_bounds=reward_bounds)  # before any sensitive row is read
     scratch = not dp_norm and not pubs and pretrained is None and sens.info.schema is not None  # schema bounds
     if not dp_norm and not scratch and not pubs and pretrained is None and not resumable:
-        raise InvalidData("no public data: pass public datasets, a pre-trained synthesizer, or a DP normaliser "
-                          "budget (normalizer_epsilon / --dp-normalizer)")
+        raise InvalidData("no public data: pass public datasets, a pre-trained synthesizer, a DP normaliser "
+                          "budget (normalizer_epsilon / --dp-normalizer), or import the data with a schema "
+                          "(--schema) or its environment (--env-id)")
     if config is not None and not config.private and out_dataset is not None:
         raise PrivacyError("refusing to release the output of the no-privacy ablation as a dataset")
 
@@ -201,7 +235,8 @@ def synthesize(
         elif scratch:  # nothing pre-trained (a public fact): the schema's bounds and a from-scratch schedule
             from privsynth.synth.scratch import schema_synthesizer
 
-            synth = schema_synthesizer(sens.info, sens.obs_dim, sens.act_dim, config)
+            synth = schema_synthesizer(sens.info, sens.obs_dim, sens.act_dim, config,
+                                       source=f"{sens.info.env_id} spaces and reward bounds" if derived else None)
         elif dp_norm:
             from privsynth.data.dataset import DatasetInfo
             from privsynth.release.support import environment_facts
@@ -242,6 +277,8 @@ def synthesize(
         seconds["finetune"] = time.perf_counter() - t0
         if done_fine is not None:
             _save_stage(synth, done_fine, epsilon, delta)
+    if n == 0:  # the fine-tuned model alone (out_dataset is None): its ledger within the budget, nothing sampled
+        return _unsampled(synth, epsilon, delta, seconds, t_all, check=synth.config.private)
     t0 = time.perf_counter()
     name = out_dataset or f"{sens.info.name}-synthetic-eps{epsilon:g}"
     try:
@@ -256,6 +293,7 @@ def synthesize(
         raise keep_finetuned(exc, synth, done_fine if done_fine is not None and done_fine.exists() else None,
                              epsilon=epsilon, delta=delta, n=n, name=name, steps=postprocess) from exc
     seconds["sample"] = time.perf_counter() - t0
+    warnings = _schema_check(ds)
     ledger = synth.ledger
     spent = None
     if synth.config.private:
@@ -263,7 +301,8 @@ def synthesize(
     elif out_dataset is not None:
         raise PrivacyError("refusing to release the output of the no-privacy ablation as a dataset")
     seconds["total"] = time.perf_counter() - t_all
-    return SynthesisResult(dataset=ds, ledger=ledger, synthesizer=synth, dataset_id=out_dataset, epsilon=spent, seconds=seconds)
+    return SynthesisResult(dataset=ds, ledger=ledger, synthesizer=synth, dataset_id=out_dataset, epsilon=spent,
+                           seconds=seconds, warnings=warnings)
 
 
 def _synthesize_registered(
@@ -284,8 +323,9 @@ def _synthesize_registered(
     unsupported: dict[str, bool],
     postprocess: bool | str | Sequence[str] = False,
     topup: bool = True,
+    episodes: int | None = None,
 ) -> SynthesisResult:
-    """make -> fit -> sample -> guarded release for a registered synthesizer other than PrivORL-n."""
+    """make -> fit -> sample -> guarded release for a registered synthesizer without the staged capability."""
     from privsynth.synth import registry
 
     given = [k for k, v in unsupported.items() if v]
@@ -302,23 +342,57 @@ def _synthesize_registered(
 
     check_env_spaces(sens.info, sens.obs_dim, sens.act_dim)
     _check_postprocess(sens.info, postprocess)
-    pubs = [as_dataset(p) for p in public_list]  # registry.fit refuses public data holding sensitive rows
+    pubs = [as_dataset(p) for p in public_list]
+    for pub in pubs:  # pre-training reads public data unaccounted: it must hold no sensitive record
+        pub.check_public_for(sens)
     record_dp_request(synth.config, epsilon, delta, unit)
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
-    registry.fit(synth, sens, public=pubs, epsilon=epsilon, delta=delta, unit=unit, progress=progress)
-    seconds["fit"] = time.perf_counter() - t0
+    registry.pretrain(synth, pubs, progress=progress)  # registry.fit's first step, timed on its own
+    t1 = time.perf_counter()
+    registry.fit(synth, sens, public=None, epsilon=epsilon, delta=delta, unit=unit, progress=progress)
+    t2 = time.perf_counter()
+    seconds.update(pretrain=t1 - t0, finetune=t2 - t1, fit=t2 - t0)
+    if n == 0:  # the fitted model alone (out_dataset is None): its ledger within the budget, nothing sampled
+        return _unsampled(synth, epsilon, delta, seconds, t_all)
     t0 = time.perf_counter()
     ds_name = out_dataset or f"{sens.info.name}-synthetic-{name}-eps{epsilon:g}"
+    size = {"n_episodes": episodes} if episodes is not None else {"n_transitions": n}
     ds = _maybe_postprocess(
-        prepare_release(registry.sample(synth, n_transitions=n, name=ds_name, progress=progress), sens.info),
+        prepare_release(registry.sample(synth, **size, name=ds_name, progress=progress), sens.info),
         postprocess, n=n, topup=topup,
         draw=lambda k, i: prepare_release(registry.sample(synth, n_transitions=k, seed=_draw_seed(synth, i),
                                                           name=ds_name), sens.info))
     seconds["sample"] = time.perf_counter() - t0
+    warnings = _schema_check(ds)
     spent = release_dataset(ds, synth.ledger, out_dataset, epsilon_budget=epsilon, delta=delta, overwrite=overwrite)
     seconds["total"] = time.perf_counter() - t_all
     return SynthesisResult(dataset=ds, ledger=synth.ledger, synthesizer=synth, dataset_id=out_dataset, epsilon=spent,
+                           seconds=seconds, warnings=warnings)
+
+
+def _schema_check(ds: OfflineDataset) -> list[str]:
+    """Released values that break ``ds``'s schema (e.g. ``3% of heart_rate outside [20, 250]``), recorded in its
+    metadata as ``extra["schema_check"]`` (not on the ledger). A check on DP outputs and the public schema only:
+    free post-processing. Without a schema: nothing to check, nothing recorded."""
+    if not ds.info.schema:
+        return []
+    from privsynth.data.validity import schema_warnings
+
+    warnings = schema_warnings(ds)
+    ds.info.extra = {**ds.info.extra, "schema_check": {"valid": not warnings, "warnings": warnings}}
+    return warnings
+
+
+def _unsampled(synth: Any, epsilon: float, delta: float, seconds: dict[str, float], t_all: float, *,
+               check: bool = True) -> SynthesisResult:
+    """The result of an ``n=0`` request: no rows; the ledger's composed ε checked against the budget (the release
+    guard's check, :func:`privsynth.privacy.guard.check_budget`) so the model may then be saved through the guard."""
+    from privsynth.privacy.guard import check_budget
+
+    spent = check_budget(synth.ledger, epsilon, delta) if check else None
+    seconds["total"] = time.perf_counter() - t_all
+    return SynthesisResult(dataset=None, ledger=synth.ledger, synthesizer=synth, epsilon=spent,  # type: ignore[arg-type]
                            seconds=seconds)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from privsynth.data.dataset import ENV_FACT_FIELDS, DatasetInfo, OfflineDataset, environment_facts
 
-__all__ = ["ENV_FACT_FIELDS", "environment_facts", "prepare_release", "normaliser_bounds"]
+__all__ = ["ENV_FACT_FIELDS", "environment_facts", "prepare_release", "normaliser_bounds", "environment_schema"]
 
 def prepare_release(dataset: OfflineDataset, environment: DatasetInfo | None) -> OfflineDataset:
     """Post-processing of synthetic rows before release (free under DP): the environment's facts and support.
@@ -93,5 +93,53 @@ def normaliser_bounds(
              + [f"next observation {i}" for i in range(obs_dim)] + ["terminal"])
     for j, name in enumerate(names):
         if not (np.isfinite(low[j]) and np.isfinite(high[j]) and high[j] > low[j]):
+            if name.startswith("action"):
+                raise InvalidData(f"{name} has no finite public bound: the environment's action space is unbounded "
+                                  "(declare the columns' bounds in a schema: datasets import --schema)")
             raise InvalidData(f"{name} has no finite public bound in the environment spec: pass --obs-bounds LOW,HIGH")
     return low, high
+
+
+def environment_schema(
+    info: DatasetInfo,
+    obs_dim: int,
+    act_dim: int,
+    *,
+    obs_bounds: tuple[float, float] | None = None,
+    reward_bounds: tuple[float, float] | None = None,
+) -> dict[str, Any] | None:
+    """A schema (privsynth.data.schema) made of public facts only, for simulator data imported without one: the
+    environment's observation and action spaces (``obs_bounds`` where the observation space has no finite bound; a
+    ``Discrete`` action is categorical), and the reward bounds ``reward_bounds``, else those known from the
+    environment's code (:func:`privsynth.data.envs.reward_bounds`). Columns are named ``obs_i`` / ``act_i`` /
+    ``reward``, as an export without a schema. None when ``info`` names no environment; one-line errors naming the
+    column (or the reward) left without a finite bound."""
+    from privsynth.data.envs import reward_bounds as known_reward_bounds
+    from privsynth.data.minari_io import env_spaces
+    from privsynth.errors import InvalidData
+
+    spaces = env_spaces(info)
+    if spaces is None:
+        return None
+    given = reward_bounds is not None
+    reward_bounds = reward_bounds or known_reward_bounds(info.env_id)
+    if reward_bounds is None:
+        raise InvalidData(f"{info.env_id}'s spec gives no reward bounds: pass --reward-bounds LOW,HIGH (public "
+                          "bounds of one step's reward)")
+    low, high = normaliser_bounds(info, obs_dim, act_dim, obs_bounds=obs_bounds, reward_bounds=reward_bounds)
+    obs = [{"name": f"obs_{i}", "kind": "continuous", "low": float(low[i]), "high": float(high[i])}
+           for i in range(obs_dim)]
+    act_space = spaces[1]
+    if isinstance(act_space, gym.spaces.Discrete) and int(act_space.start) == 0:
+        acts = [{"name": "act_0", "kind": "categorical", "values": list(range(int(act_space.n)))}]
+    elif isinstance(act_space, gym.spaces.Discrete):
+        acts = [{"name": "act_0", "kind": "integer", "low": float(low[obs_dim]), "high": float(high[obs_dim])}]
+    else:
+        acts = [{"name": f"act_{i}", "kind": "continuous", "low": float(low[obs_dim + i]),
+                 "high": float(high[obs_dim + i])} for i in range(act_dim)]
+    rlow, rhigh = (float(v) for v in reward_bounds)
+    source = "--reward-bounds" if given else "its code"
+    return {"episode_id": "episode_id", "observations": obs, "actions": acts,
+            "reward": {"name": "reward", "low": rlow, "high": rhigh},
+            "description": f"no schema declared: the spaces of {info.env_id} and reward bounds [{rlow:.6g}, "
+                           f"{rhigh:.6g}] ({source}); public facts only"}

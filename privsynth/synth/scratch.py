@@ -48,14 +48,15 @@ def scratch_config(base: TransitionSynthConfig | None = None) -> TransitionSynth
     return cfg
 
 
-def schema_synthesizer(info: DatasetInfo, obs_dim: int, act_dim: int, config: Any = None) -> Any:
+def schema_synthesizer(info: DatasetInfo, obs_dim: int, act_dim: int, config: Any = None,
+                       source: str | None = None) -> Any:
     """A PrivORL-n synthesizer for data with a declared schema and no public model: built from the public template
     (the environment facts and the schema only), normalised by the schema's bounds (no data read, no privacy cost),
-    with :func:`scratch_config` of ``config``."""
+    with :func:`scratch_config` of ``config``. ``source`` names the bounds on the card (default "schema bounds")."""
     from privsynth.synth.transition import TransitionSynthesizer
 
     synth = TransitionSynthesizer(scratch_config(config))
     synth._build(obs_dim, act_dim, DatasetInfo(name=info.name, **environment_facts(info)))
     assert synth.codec is not None, "schema_synthesizer needs a dataset with a schema"
-    synth.normalizer = synth.codec.normalizer()
+    synth.normalizer = synth.codec.normalizer(source or "schema bounds")
     return synth
