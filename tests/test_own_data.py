@@ -255,17 +255,34 @@ def test_no_public_release_keeps_kinds_trajectories_and_is_accounted(icu_sensiti
     assert ds.info.schema == icu_sensitive.info.schema  # the schema travels with the release
     assert ds.n_episodes < ds.n_transitions / 2  # whole trajectories, not one-step episodes
     assert set(np.unique(ds.actions)) <= {0.0, 1.0, 2.0, 3.0, 4.0}
-    # accounted: the ledger's epsilon against an independent accountant (Opacus RDP + the Laplace count)
+    # by default (nothing public) 1/16 of epsilon buys a DP normaliser, DP-SGD the rest: both on the card
     synth = res.synthesizer
+    norm_ev, count, sgd = synth.ledger.events
+    assert [e.mechanism for e in synth.ledger.events] == ["gaussian", "laplace", "dpsgd"]
+    assert norm_ev.params["epsilon_target"] == pytest.approx(8.0 / 16) and synth.normalizer.source == "dp"
+    assert sgd.params["epsilon_spent"] <= 8.0 - 8.0 / 16
+    # accounted: the ledger's epsilon against an independent accountant (Opacus RDP for DP-SGD and the normaliser's
+    # three Gaussian releases, plus the Laplace count by basic composition: an upper bound)
     h = synth.history[-1]
-    count = synth.ledger.events[0]
     rdp = RDPAccountant()
-    rdp.history = [(h["noise_multiplier"], h["sample_rate"], h["steps"])]
+    rdp.history = [(h["noise_multiplier"], h["sample_rate"], h["steps"]),
+                   (norm_ev.params["sigma"], 1.0, norm_ev.params["count"])]
     independent = rdp.get_epsilon(1e-4) + 1.0 / count.params["scale"]
     assert synth.ledger.epsilon() <= 8.0 * (1 + 1e-9)
     assert synth.ledger.epsilon() <= independent * (1 + 1e-6)
     assert synth.ledger.epsilon() == pytest.approx(independent, rel=0.05)
-    assert ds.info.privacy_card["ledger"]["public_data"] == ["normaliser: schema bounds"]
+    assert ds.info.privacy_card["ledger"]["public_data"] == []  # the schema is metadata; no public rows
+
+
+@pytest.mark.slow
+def test_no_public_release_with_dp_normaliser_zero_uses_the_schema_bounds(icu_sensitive):
+    from privsynth.release import synthesize
+
+    res = synthesize(icu_sensitive, epsilon=8.0, delta=1e-4, unit="trajectory", n=100, config=_tiny(),
+                     normalizer_epsilon=0.0, progress=False)
+    assert [e.mechanism for e in res.synthesizer.ledger.events] == ["laplace", "dpsgd"]
+    assert res.synthesizer.normalizer.source == "schema bounds"
+    assert res.dataset.info.privacy_card["ledger"]["public_data"] == ["normaliser: schema bounds"]
 
 
 def test_schema_path_normaliser_comes_from_the_schema_only(icu_sensitive):
@@ -340,6 +357,18 @@ def test_schema_with_a_dp_normaliser_charges_it_and_clips_to_the_schema(icu_sens
     assert event.mechanism == "gaussian"
     lo, hi = RowCodec(icu_sensitive.info.schema).bounds()
     assert event.params["clip_low"] == lo.tolist() and event.params["clip_high"] == hi.tolist()
+    # numeric columns get DP statistics; one-hot columns and the terminal flag the schema's scaling (no data read);
+    # the next state's statistics are the state's
+    codec, norm = RowCodec(icu_sensitive.info.schema), synth.normalizer
+    mean, std = norm.mean.numpy(), norm.std.numpy()
+    disc = codec.discrete_columns()
+    np.testing.assert_allclose(mean[disc], ((lo + hi) / 2)[disc], rtol=1e-6)
+    np.testing.assert_allclose(std[disc], ((hi - lo) / 2)[disc], rtol=1e-6)
+    o, start = synth.obs_dim_encoded, codec.next_state_start()
+    np.testing.assert_array_equal(mean[start:start + o], mean[:o])
+    np.testing.assert_array_equal(std[start:start + o], std[:o])
+    numeric = [j for j in range(o) if j not in disc]
+    assert not np.allclose(mean[numeric], ((lo + hi) / 2)[numeric])  # estimated, not the bounds' centre
     assert [e.mechanism for e in synth.ledger.events] == ["gaussian", "laplace", "dpsgd"]
     assert synth.ledger.epsilon() <= 8.0 * (1 + 1e-9)
     assert check_release(res.dataset) == []

@@ -41,7 +41,7 @@ def test_walkthrough_commands_run(tmp_path, monkeypatch, capsys):
             args = [("300" if a == "5000" else a) for a in args] + ["--config", "tiny", "--quiet"]
         assert main(args) == 0, capsys.readouterr().err
     card = capsys.readouterr().out
-    assert "schema bounds" in card and "trajectory" in card
+    assert "DP normalisation statistics" in card and "trajectory" in card  # 1/16 of epsilon: a DP normaliser
     assert "verdict (for your eyes, never published): " in card  # evaluate's verdict
     syn = pd.read_csv(tmp_path / "icu_syn.csv")
     assert list(syn.columns[:2]) == ["patient_id", "hour"] and set(syn["ward"]) <= {"icu", "hdu", "general"}

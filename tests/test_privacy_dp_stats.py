@@ -55,3 +55,45 @@ def test_bad_input():
         dp_normalizer_stats(np.zeros((10, 2)), low=1, high=-1, epsilon=1, delta=1e-3)
     with pytest.raises(PrivacyError):
         dp_normalizer_stats(np.zeros((10, 2)), low=-1, high=1, epsilon=1, delta=0.5)
+
+
+def test_each_column_gets_noise_relative_to_its_own_range():
+    """A narrow column next to a wide one: raw sums gave both the wide column's noise (a 13-wide temperature got the
+    noise of a 230-wide heart rate and a std floored at 1e-3 of its range, which blew normalised rows up)."""
+    rng = np.random.default_rng(0)
+    n = 2000
+    x = np.stack([rng.normal(90, 14, n), rng.normal(37.5, 0.6, n), np.zeros(n)], 1)
+    stds, means = [], []
+    for seed in range(20):
+        m, s, _ = dp_normalizer_stats(x, low=[20, 30, 0], high=[250, 43, 1], epsilon=0.5, delta=1e-5, noise_seed=seed)
+        stds.append(s[:2])
+        means.append(m[:2])
+    stds, means = np.array(stds), np.array(means)
+    assert np.abs(means[:, 1] - 37.5).max() < 0.5  # within its own 6.5 half-width, not the heart rate's 115
+    assert stds[:, 1].min() > 0.3 and stds[:, 1].max() < 2.0  # never a near-zero std from the floor
+    assert np.abs(means[:, 0] - 90).max() < 15
+    assert means.std(0).min() > 0  # noise really added
+
+
+def test_a_variance_lost_in_the_noise_is_floored_at_the_noise_level():
+    """Few units, small ε: the std is at least the noise std of the scaled variance estimate, at most the half-width;
+    skipped columns take the fallback statistics."""
+    x = np.full((50, 3), 0.5)
+    for seed in range(10):
+        m, s, _ = dp_normalizer_stats(x, low=0.0, high=1.0, epsilon=0.2, delta=1e-3, noise_seed=seed,
+                                      fallback=(np.full(3, 7.0), np.full(3, 3.0)))
+        assert (s[:2] >= 0.5 * 0.2).all() and (s[:2] <= 0.5 + 1e-12).all()
+        assert m[-1] == 7.0 and s[-1] == 3.0
+
+
+def test_scaled_sums_have_the_recorded_sensitivity():
+    """Adding one unit (any row in the box) moves S1/sqrt(k) and S2/(sqrt(k)/2) by at most 1 each: the sensitivity 1
+    the event records, on columns of different widths."""
+    lo, hi = np.array([20.0, 30.0, 0.0]), np.array([250.0, 43.0, 20.0])
+    c, r = (lo + hi) / 2, (hi - lo) / 2
+    k = 3
+    rng = np.random.default_rng(1)
+    for row in [lo, hi, rng.uniform(lo, hi), np.array([250.0, 30.0, 20.0])]:
+        u = (np.clip(row, lo, hi) - c) / r
+        assert np.linalg.norm(u / np.sqrt(k)) <= 1 + 1e-12
+        assert np.linalg.norm((u**2 - 0.5) / (np.sqrt(k) / 2)) <= 1 + 1e-12

@@ -90,8 +90,7 @@ def _add_dp(p: argparse.ArgumentParser, *, short: bool = False) -> None:
 def _add_postprocess(p: argparse.ArgumentParser, *, short: bool = False) -> None:
     if short:
         p.add_argument("--postprocess", nargs="?", const="all", default=None, metavar="STEPS",
-                       help="repair rows with the public environment before writing: all, or some of "
-                            "clip,resimulate,reward,walls,goals (docs/privacy.md)")
+                       help="repair rows with the public simulator: all | clip,resimulate,reward,walls,goals")
         p.add_argument("--no-topup", dest="topup", action="store_false", help="keep only the rows --postprocess left")
         return
     p.add_argument("--postprocess", nargs="?", const="all", default=None, metavar="STEPS",
@@ -249,12 +248,12 @@ def _add_synthesize(p: argparse.ArgumentParser, *, out_required: bool = True) ->
                    help="whole episodes to release instead of -n (episode synthesizers: privorl-j, ...)")
     hidden_option(p, "--num-samples", "--n", dest="n", type=int)
     p.add_argument("--pretrained", default=None, metavar="PATH",
-                   help=f"shipped pre-trained name or checkpoint; skips pre-training (installed: {_pretrained_help()})")
+                   help=f"shipped pre-trained model ({_pretrained_help()}) or checkpoint")
     hidden_option(p, "--from-checkpoint", dest="pretrained")
     p.add_argument("--no-pretrain", action="store_true", help="DPDM ablation: no pre-training")
     p.add_argument("--workdir", default=None, metavar="DIR", help="stage checkpoints here; a rerun resumes")
     p.add_argument("--dp-normalizer", type=float, default=None, metavar="EPS",
-                   help="without public data: spend EPS of --epsilon on a DP normaliser (privorl-n)")
+                   help="no public data: EPS of --epsilon for a DP normaliser (schema default 1/16; 0: bounds only)")
     p.add_argument("--obs-bounds", default=None, metavar="LOW,HIGH",
                    help="without public data: observation bounds where the environment has none")
     p.add_argument("--reward-bounds", default=None, metavar="LOW,HIGH",

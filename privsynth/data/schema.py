@@ -555,6 +555,20 @@ class RowCodec:
                 hi.append(float(c.high))
         return np.array(lo + [0.0]), np.array(hi + [1.0])
 
+    def discrete_columns(self) -> list[int]:
+        """Encoded columns that are not numbers on a scale: the one-hot columns and the terminal flag."""
+        cols: list[int] = []
+        k = 0
+        for c in self.parts:
+            if c.discrete:
+                cols += list(range(k, k + c.width))
+            k += c.width
+        return cols + [k]
+
+    def next_state_start(self) -> int:
+        """First encoded column of the next state (its block mirrors the state's, which starts at column 0)."""
+        return sum(c.width for c in self.parts[:len(self.obs) + len(self.act) + 1])
+
     def normalizer(self, source: str = "schema bounds") -> Any:
         """A fixed-bounds normaliser from the schema (public metadata: no privacy cost)."""
         from privsynth.data.normalize import Normalizer

@@ -97,7 +97,10 @@ def synthesize(
       the release carries them as its schema.
     * ``normalizer_epsilon`` (PrivORL-n, no public data): spend this part of ``epsilon`` on a DP normaliser (clipped
       mean and std within public bounds: the environment spec's, ``obs_bounds`` where it has none, and
-      ``reward_bounds``), charged to the ledger; DP-SGD gets the rest. The weights start untrained (DPDM).
+      ``reward_bounds``, or the schema's), charged to the ledger; DP-SGD gets the rest. The weights start untrained
+      (DPDM). With a schema and no public data or model it defaults to
+      :data:`~privsynth.synth.scratch.SCRATCH_NORMALIZER_SHARE` of ``epsilon``; ``0`` spends nothing on it and
+      normalises by the schema's bounds alone.
     * ``out_dataset``: a Minari id to write; the release guard refuses if the ledger's ε exceeds ``epsilon``.
       ``None``: nothing written, the guard's checks only (the benchmark's cells save the rows themselves); then
       ``n=0`` samples nothing (``result.dataset`` is None): the fine-tuned model alone, its ledger checked.
@@ -169,6 +172,13 @@ def synthesize(
     for pub in pubs:
         check_public(pub, sens)
     resumable = any(p is not None and p.exists() for p in (done_pre, done_fine))
+    if normalizer_epsilon == 0:  # explicit: no DP normaliser (a schema's bounds, the PR 39 path), nothing spent on it
+        normalizer_epsilon = None
+    elif normalizer_epsilon is None and not pubs and pretrained is None and sens.info.schema is not None:
+        # nothing public (a public fact): by default a share of epsilon buys a DP normaliser (privsynth.synth.scratch)
+        from privsynth.synth.scratch import default_normalizer_epsilon
+
+        normalizer_epsilon = default_normalizer_epsilon(epsilon)
     dp_norm = normalizer_epsilon is not None
     derived = None  # simulator data without a schema or public data: the environment's bounds act as its schema
     if not dp_norm and not pubs and pretrained is None and sens.info.schema is None:

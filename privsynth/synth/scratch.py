@@ -13,11 +13,21 @@ from typing import Any
 from privsynth.data.dataset import DatasetInfo, environment_facts
 from privsynth.synth.config import TransitionSynthConfig, cpu_config
 
-__all__ = ["SCRATCH_EPOCH_FACTOR", "SCRATCH_MAX_EPOCHS", "scratch_config", "schema_synthesizer"]
+__all__ = ["SCRATCH_EPOCH_FACTOR", "SCRATCH_MAX_EPOCHS", "SCRATCH_NORMALIZER_SHARE", "default_normalizer_epsilon",
+           "scratch_config", "schema_synthesizer"]
 
 SCRATCH_EPOCH_FACTOR = 5.0  # from scratch: this many times the preset's fine-tuning epochs ...
 SCRATCH_MAX_EPOCHS = 150.0  # ... at most this many: the schedule measured on the ICU cohort (5 x the cpu preset's 30
 #                             before issue 37 raised the preset's own to 150 for transfer)
+SCRATCH_NORMALIZER_SHARE = 1 / 16  # of epsilon, for a DP normaliser when nothing public exists: a schema's bounds
+#                                    are 3-10x wider than a column's spread, and a model trained under DP-SGD on rows
+#                                    that narrow released them 2.4x as spread (marginal 0.815 vs 0.93; the rule that
+#                                    chose 1/16 over 1/8 is in docs/own_data.md, "Measured")
+
+
+def default_normalizer_epsilon(epsilon: float) -> float:
+    """The part of ``epsilon`` a from-scratch release spends on its DP normaliser by default (the rest: DP-SGD)."""
+    return float(epsilon) * SCRATCH_NORMALIZER_SHARE
 
 
 def scratch_config(base: TransitionSynthConfig | None = None) -> TransitionSynthConfig:

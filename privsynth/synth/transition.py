@@ -301,15 +301,25 @@ class TransitionSynthesizer(NetworkSynthesizer):
     def fit_dp_normalizer(self, sensitive: OfflineDataset, *, low: Any, high: Any, epsilon: float, delta: float,
                           unit: Unit = "transition", accountant: str = "pld") -> "TransitionSynthesizer":
         """As :meth:`NetworkSynthesizer.fit_dp_normalizer`; with a schema, the DP statistics are those of the
-        encoded rows (one-hot discrete columns) clipped to ``low`` / ``high`` (the schema's bounds)."""
+        encoded rows clipped to ``low`` / ``high`` (the schema's bounds), for the numeric columns only: one-hot columns
+        and the terminal flag keep the schema's fixed scaling and read no data."""
         if self.codec is None:
             return super().fit_dp_normalizer(sensitive, low=low, high=high, epsilon=epsilon, delta=delta, unit=unit,
                                              accountant=accountant)
-        from privsynth.privacy.dp_stats import dp_normalizer
+        from privsynth.data.normalize import Normalizer
+        from privsynth.privacy.dp_stats import dp_normalizer_stats
 
-        norm, event = dp_normalizer(self._rows(sensitive), episode_ids=sensitive.episode_ids, low=low, high=high,
-                                    epsilon=epsilon, delta=delta, unit=unit, accountant=accountant,
-                                    noise_seed=self.config.noise_seed)
+        public = self.codec.normalizer()  # one-hot columns and the terminal flag keep the schema's scaling (no data)
+        o, start = self.obs_dim_encoded, self.codec.next_state_start()
+        # the next state's columns share the state's statistics (the same quantities one step later): estimating
+        # them once halves the columns the noise is spread over; they are copied after (post-processing)
+        skip = sorted(set(self.codec.discrete_columns()) | set(range(start, start + o)))
+        mean, std, event = dp_normalizer_stats(self._rows(sensitive), episode_ids=sensitive.episode_ids, low=low,
+                                               high=high, epsilon=epsilon, delta=delta, unit=unit,
+                                               accountant=accountant, noise_seed=self.config.noise_seed, skip=skip,
+                                               fallback=(public.mean.numpy(), public.std.numpy()))
+        mean[start:start + o], std[start:start + o] = mean[:o], std[:o]
+        norm = Normalizer.from_stats(mean, std, source="dp")
         if self._ledger is not None:
             self._ledger.append(event)
         self.normalizer, self.normalizer_event = norm, event
