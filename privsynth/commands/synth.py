@@ -248,7 +248,7 @@ def _add_synthesize(p: argparse.ArgumentParser, *, out_required: bool = True) ->
                    help="whole episodes to release instead of -n (episode synthesizers: privorl-j, ...)")
     hidden_option(p, "--num-samples", "--n", dest="n", type=int)
     p.add_argument("--pretrained", default=None, metavar="PATH",
-                   help=f"shipped pre-trained model ({_pretrained_help()}) or checkpoint")
+                   help=f"shipped pre-trained model (installed: {_pretrained_help()}) or checkpoint")
     hidden_option(p, "--from-checkpoint", dest="pretrained")
     p.add_argument("--no-pretrain", action="store_true", help="DPDM ablation: no pre-training")
     p.add_argument("--workdir", default=None, metavar="DIR", help="stage checkpoints here; a rerun resumes")
