@@ -224,6 +224,7 @@ def run_synthesize(args: argparse.Namespace):
         postprocess=args.postprocess,
         topup=args.topup,
         episodes=args.episodes,
+        layout=getattr(args, "layout", "auto"),
     )
     if args.save_model:  # the fine-tuned model is a release too: through the guard, within the same budget
         from privsynth.privacy.guard import guarded_save_model
@@ -246,10 +247,13 @@ def _add_synthesize(p: argparse.ArgumentParser, *, out_required: bool = True) ->
     p.add_argument("--out-dataset", required=out_required, metavar="ID", help="Minari dataset id to write")
     p.add_argument("-n", "--samples", dest="n", type=int, default=100_000, help="synthetic transitions to release")
     p.add_argument("--episodes", type=int, default=None, metavar="N",
-                   help="whole episodes to release instead of -n (episode synthesizers: privorl-j, ...)")
+                   help="whole episodes instead of -n (episode synthesizers: privorl-j, ...)")
+    p.add_argument("--layout", choices=("auto", "transitions", "chained"), default="auto", metavar="KIND",
+                   help="transitions (a Minari episode each), chained (rows chained into episodes: about "
+                        "1x the source's size) or auto: chained above 100,000")
     hidden_option(p, "--num-samples", "--n", dest="n", type=int)
     p.add_argument("--pretrained", default=None, metavar="PATH",
-                   help=f"shipped pre-trained name or checkpoint; skips pre-training (installed: {_pretrained_help()})")
+                   help=f"shipped model or checkpoint; no pre-training (installed: {_pretrained_help()})")
     hidden_option(p, "--from-checkpoint", dest="pretrained")
     p.add_argument("--no-pretrain", action="store_true", help="DPDM ablation: no pre-training")
     p.add_argument("--workdir", default=None, metavar="DIR", help="stage checkpoints here; a rerun resumes")
@@ -258,7 +262,7 @@ def _add_synthesize(p: argparse.ArgumentParser, *, out_required: bool = True) ->
     p.add_argument("--obs-bounds", default=None, metavar="LOW,HIGH",
                    help="without public data: observation bounds where the environment has none")
     p.add_argument("--reward-bounds", default=None, metavar="LOW,HIGH",
-                   help="without public data: one step's reward bounds (default: known ones of the environment)")
+                   help="without public data: one step's reward bounds (default: the environment's)")
     p.add_argument("--save-model", default=None, metavar="PATH", help="also save the fine-tuned synthesizer here")
     hidden_option(p, "--save", dest="save_model")
     add_set(p, "synthesizer config")
