@@ -105,7 +105,7 @@ def synthesize(
     * ``episodes``: for a synthesizer whose output is whole episodes (``registry.Entry.episodes``: privorl-j, ...),
       release this many episodes instead of ``n`` transitions.
     * ``result.seconds``: ``pretrain``, ``finetune`` (with the sensitive set read: the holder's figure), ``sample``,
-      ``total``; a registered synthesizer's also ``fit`` (pre-train + fine-tune).
+      ``layout`` (transition-level releases), ``total``; a registered synthesizer's also ``fit`` (pre-train + fine-tune).
     * ``postprocess``: repair the sampled rows with the public environment before the release
       (:func:`privsynth.release.postprocess.postprocess`; free under DP, recorded in the privacy card); ``True`` for
       every step, or the steps to apply, e.g. ``"clip,reward"``. With ``topup`` (default) a step that drops rows is
@@ -291,8 +291,8 @@ def synthesize(
 
         raise keep_finetuned(exc, synth, done_fine if done_fine is not None and done_fine.exists() else None,
                              epsilon=epsilon, delta=delta, n=n, name=name, steps=postprocess) from exc
-    ds = _laid_out(ds, layout, unit)
     seconds["sample"] = time.perf_counter() - t0
+    ds = _laid_out(ds, layout, unit, seconds)
     warnings = _schema_check(ds)
     ledger = synth.ledger
     spent = None
@@ -364,9 +364,9 @@ def _synthesize_registered(
         postprocess, n=n, topup=topup,
         draw=lambda k, i: prepare_release(registry.sample(synth, n_transitions=k, seed=_draw_seed(synth, i),
                                                           name=ds_name), sens.info))
-    if episodes is None:
-        ds = _laid_out(ds, layout, unit)
     seconds["sample"] = time.perf_counter() - t0
+    if episodes is None:
+        ds = _laid_out(ds, layout, unit, seconds)
     warnings = _schema_check(ds)
     spent = release_dataset(ds, synth.ledger, out_dataset, epsilon_budget=epsilon, delta=delta, overwrite=overwrite)
     seconds["total"] = time.perf_counter() - t_all
@@ -374,14 +374,17 @@ def _synthesize_registered(
                            seconds=seconds, warnings=warnings)
 
 
-def _laid_out(ds: OfflineDataset, layout: str, unit: str) -> OfflineDataset:
-    """A transition-level release in ``layout`` (:func:`privsynth.release.layout.apply_layout`; free under DP);
-    a trajectory-level release, or rows that are episodes already, as they are."""
+def _laid_out(ds: OfflineDataset, layout: str, unit: str, seconds: dict[str, float]) -> OfflineDataset:
+    """A transition-level release in ``layout`` (:func:`privsynth.release.layout.apply_layout`; free under DP;
+    its time in ``seconds["layout"]``); a trajectory-level release, or rows that are episodes already, as they are."""
     if unit != "transition" or ds.n_episodes != ds.n_transitions:
         return ds
     from privsynth.release.layout import apply_layout
 
-    return apply_layout(ds, layout)
+    t0 = time.perf_counter()
+    ds = apply_layout(ds, layout)
+    seconds["layout"] = time.perf_counter() - t0
+    return ds
 
 
 def _schema_check(ds: OfflineDataset) -> list[str]:
