@@ -109,6 +109,7 @@ print(json.dumps({
     "privsynth_imported": any(m.startswith("privsynth") for m in sys.modules),
     "episodes": ds.total_episodes, "steps": ds.total_steps, "sampled": len(sampled),
     "env": ds.recover_environment().spec.id, "card": ds.storage.metadata.get("privacy_card"),
+    "description": ds.storage.metadata.get("description"),
 }))
 """
 
@@ -129,7 +130,7 @@ def test_plain_minari_and_d3rlpy_read_every_chained_transition(tmp_path):
     facts = json.loads(proc.stdout.strip().splitlines()[-1])
     assert not facts["privsynth_imported"] and facts["env"] == "PointMaze_UMaze-v3" and facts["sampled"] == 3
     assert facts["episodes"] == out.n_episodes < 200 and facts["steps"] == 600
-    assert facts["card"]["layout"] == "chained"
+    assert facts["card"]["layout"] == "chained" and "chain independent synthetic transitions" in facts["description"]
     rows = np.load(npz)
     np.testing.assert_allclose(rows["s"], out.observations, rtol=1e-6)
     np.testing.assert_allclose(rows["s2"], out.next_observations, rtol=1e-6)
@@ -149,6 +150,18 @@ def test_plain_minari_and_d3rlpy_read_every_chained_transition(tmp_path):
     picker = BasicTransitionPicker()
     got = [picker(ep, i) for ep in buffer.episodes for i in range(ep.transition_count)]
     assert len(got) == out.n_transitions and len(buffer.episodes) == out.n_episodes
+    _same_transitions(got, out)
+    from test_release_consumers import _doc_snippet  # the documented Minari -> d3rlpy conversion, on plain Minari
+
+    scope: dict = {}
+    exec(compile(_doc_snippet(), "docs/datasets.md", "exec"), scope)
+    mdp = scope["minari_to_d3rlpy"]("privsynth/chained-v0")
+    assert len(mdp.episodes) == out.n_episodes
+    _same_transitions([picker(ep, i) for ep in mdp.episodes for i in range(ep.transition_count)], out)
+
+
+def _same_transitions(got, out) -> None:
+    assert len(got) == out.n_transitions
     for k, tr in enumerate(got):
         np.testing.assert_allclose(tr.observation, out.observations[k], atol=1e-6)
         np.testing.assert_allclose(tr.action, out.actions[k], atol=1e-6)

@@ -9,12 +9,15 @@ current row's next state ``s'_t`` (exact): the following row's own sampled state
 ("snapped"). Every transition is otherwise exactly a released row. A chain ends at a terminal row, when none of
 its row's ``k`` nearest candidates is unused, or at ``max_length`` rows. Candidates are the exact ``k`` nearest up to
 :data:`EXACT_UP_TO` rows and within a factor 1 + :data:`APPROX` of the k-th distance above (a million rows of
-PointMaze chain in about 16 CPU-s instead of 30).
+PointMaze chain in about 16 CPU-s instead of about 90).
 
 Free under DP: a deterministic function of the released rows alone (docs/DESIGN.md invariant 1). The release's
 metadata ``extra["layout"]`` records the layout, the episode count, why chains ended and the snap distances (mean,
 p95, max, in the state's units and in units of the rows' per-column standard deviation); the privacy card names
 the layout only.
+
+What it costs (docs/datasets.md, "Chained layout"): marginal and correlation scores do not move, but a snapped
+row's state is a few real steps from its own, so its ``(s, a, s')`` no longer follows the dynamics as closely.
 
 ``layout="auto"`` (the default of :func:`privsynth.release.synthesize`) chains a release of more than
 :data:`CHAIN_THRESHOLD` transitions: at 100,000 one-transition episodes the one-step layout already costs about
