@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 from pathlib import Path
 
 from privsynth.data.units import DATA_UNITS
@@ -179,6 +180,18 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     return 0
 
 
+def _layout_hint(ds: Any, layout: str) -> None:
+    """A large release of one-step episodes: say that ``--layout chained`` would write it about five times smaller,
+    and at what cost (issue 40), without choosing for the publisher."""
+    from privsynth.release.layout import CHAIN_THRESHOLD
+
+    if ds is None or layout != "transitions" or len(ds) <= CHAIN_THRESHOLD or ds.n_episodes < len(ds):
+        return
+    print(f"privsynth: hint: {len(ds):,} transitions in as many one-step Minari episodes cost about 7.7x their rows "
+          "on disk; --layout chained writes them about 5x smaller, each state snapped to the previous row's next "
+          "state (docs/datasets.md, 'Chained layout')", file=sys.stderr)
+
+
 def run_synthesize(args: argparse.Namespace):
     """The one handler of ``privsynth synthesize`` and its aliases: the options -> config and
     :class:`~privsynth.privacy.Budget` -> :func:`privsynth.release.synthesize` (-> ``--save-model`` through the guard).
@@ -223,11 +236,13 @@ def run_synthesize(args: argparse.Namespace):
         postprocess=args.postprocess,
         topup=args.topup,
         episodes=args.episodes,
+        layout=getattr(args, "layout", "transitions"),
     )
     if args.save_model:  # the fine-tuned model is a release too: through the guard, within the same budget
         from privsynth.privacy.guard import guarded_save_model
 
         guarded_save_model(res.synthesizer, args.save_model, budget.epsilon, budget.delta)
+    _layout_hint(res.dataset, getattr(args, "layout", "transitions"))
     for line in res.warnings:  # released values that break the schema (recorded in the release's metadata)
         print(f"privsynth: warning: {line} (released rows against the schema)", file=sys.stderr)
     return res, budget
@@ -245,10 +260,12 @@ def _add_synthesize(p: argparse.ArgumentParser, *, out_required: bool = True) ->
     p.add_argument("--out-dataset", required=out_required, metavar="ID", help="Minari dataset id to write")
     p.add_argument("-n", "--samples", dest="n", type=int, default=100_000, help="synthetic transitions to release")
     p.add_argument("--episodes", type=int, default=None, metavar="N",
-                   help="whole episodes to release instead of -n (episode synthesizers: privorl-j, ...)")
+                   help="whole episodes instead of -n (episode synthesizers: privorl-j, ...)")
+    p.add_argument("--layout", choices=("transitions", "chained", "auto"), default="transitions", metavar="KIND",
+                   help="transitions (exact; default) | chained (~5x smaller, snaps states) | auto")
     hidden_option(p, "--num-samples", "--n", dest="n", type=int)
     p.add_argument("--pretrained", default=None, metavar="PATH",
-                   help=f"shipped pre-trained model (installed: {_pretrained_help()}) or checkpoint")
+                   help=f"shipped model or checkpoint; no pre-training (installed: {_pretrained_help()})")
     hidden_option(p, "--from-checkpoint", dest="pretrained")
     p.add_argument("--no-pretrain", action="store_true", help="DPDM ablation: no pre-training")
     p.add_argument("--workdir", default=None, metavar="DIR", help="stage checkpoints here; a rerun resumes")
@@ -257,7 +274,7 @@ def _add_synthesize(p: argparse.ArgumentParser, *, out_required: bool = True) ->
     p.add_argument("--obs-bounds", default=None, metavar="LOW,HIGH",
                    help="without public data: observation bounds where the environment has none")
     p.add_argument("--reward-bounds", default=None, metavar="LOW,HIGH",
-                   help="without public data: one step's reward bounds (default: known ones of the environment)")
+                   help="without public data: one step's reward bounds (default: the environment's)")
     p.add_argument("--save-model", default=None, metavar="PATH", help="also save the fine-tuned synthesizer here")
     hidden_option(p, "--save", dest="save_model")
     add_set(p, "synthesizer config")

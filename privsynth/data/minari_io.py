@@ -400,6 +400,9 @@ def _description(ds: OfflineDataset, n_minari_episodes: int) -> str:
         if single
         else f" Layout: {n_minari_episodes} standard Minari episodes, each ending in a termination or a truncation."
     )
+    if (info.extra.get("layout") or {}).get("layout") == "chained":
+        layout += (" The episodes chain independent synthetic transitions: each state after an episode's first is the"
+                   " previous transition's next state (snap distances: metadata['privsynth'], extra.layout).")
     return head + layout
 
 

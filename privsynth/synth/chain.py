@@ -4,12 +4,20 @@ A release at unit = trajectory should hold episodes, not one-step fragments. :fu
 greedily: an episode starts at an unused non-terminal row and each next row is the unused one whose state is closest
 to the current row's next state (in the normalised encoding); a terminal row ends the episode. Episode lengths thus
 follow the model's own terminal rate; nothing but the sampled rows is read.
+
+:func:`chain_nearest` does the same for large transition-level releases (the ``chained`` layout,
+:mod:`privsynth.release.layout`) in about O(N log N): k nearest candidates per row from a k-d tree instead of a scan
+of every row, so a million rows chain in seconds, not hours.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-__all__ = ["chain_episodes"]
+from privsynth.errors import InvalidData
+
+__all__ = ["Chains", "chain_episodes", "chain_nearest"]
 
 
 def chain_episodes(states: np.ndarray, next_states: np.ndarray,
@@ -45,3 +53,85 @@ def chain_episodes(states: np.ndarray, next_states: np.ndarray,
             cur = int(np.argmin(d))
         episode += 1
     return np.asarray(order), np.asarray(ids, dtype=np.int64), np.asarray(timeouts, dtype=bool)
+
+
+@dataclass(frozen=True)
+class Chains:
+    """What :func:`chain_nearest` returns, per row of the release order (``order``: indices into the input rows)."""
+
+    order: np.ndarray  # [N] int64: the input row at each position of the release
+    episode_ids: np.ndarray  # [N] int64: the chain of each ordered row, 0, 1, ... in order
+    timeouts: np.ndarray  # [N] bool: a chain's last row that is not terminal (its episode is truncated there)
+    snap: np.ndarray  # [N] float: distance from an ordered row's own state to the previous row's next state (0 at starts)
+    ends: dict[str, int]  # why chains ended: terminal, no_candidate, max_length, last_row
+
+
+def chain_nearest(states: np.ndarray, next_states: np.ndarray, terminals: np.ndarray, *, k: int = 16,
+                  max_length: int = 1000, approx: float = 0.0) -> Chains:
+    """Chains of rows for a large release, in about O(N log N): a k-d tree over the states (each column scaled by its
+    standard deviation over the rows, so no column dominates the distance), the ``k`` nearest states of every row's
+    next state (``approx``: cKDTree's ``eps``, candidates within a factor 1 + approx of the exact k-th distance; one
+    thread), then a greedy walk: a chain starts at the first unused row (input order) and continues to the first
+    unused candidate, nearest first. A chain ends at a terminal row, when none of its row's ``k`` candidates is
+    unused, or at ``max_length`` rows. A pure function of the rows (deterministic; nothing else is read). ``snap`` is
+    measured in the rows' own units (Euclidean)."""
+    from scipy.spatial import cKDTree
+
+    s = np.asarray(states, dtype=np.float64)
+    nx = np.asarray(next_states, dtype=np.float64)
+    term = np.asarray(terminals, dtype=bool)
+    n = len(s)
+    if n == 0 or nx.shape != s.shape or term.shape != (n,) or k < 1 or max_length < 1:
+        raise InvalidData(f"chain_nearest needs N >= 1 rows of states and next states of one shape, N terminals, "
+                         f"k >= 1 and max_length >= 1 (got {s.shape}, {nx.shape}, {term.shape}, k={k}, "
+                         f"max_length={max_length})")
+    scale = s.std(axis=0)
+    scale[~(scale > 0)] = 1.0
+    tree = cKDTree(s / scale)
+    k = min(k, n)
+    cand = np.empty((n, k), dtype=np.int64)
+    for i in range(0, n, 65536):  # bounded memory: a block of queries at a time
+        idx = tree.query(nx[i:i + 65536] / scale, k=k, eps=approx, workers=1)[1]
+        cand[i:i + 65536] = np.asarray(idx).reshape(-1, k)
+    del tree
+    used = bytearray(n)
+    order = np.empty(n, dtype=np.int64)
+    chain_end = np.zeros(n, dtype=bool)
+    ends = {"terminal": 0, "no_candidate": 0, "max_length": 0, "last_row": 0}
+    term_l = term.tolist()
+    pos = start = 0
+    while pos < n:
+        while used[start]:
+            start += 1
+        cur, length = start, 0
+        while True:
+            used[cur] = 1
+            order[pos] = cur
+            pos += 1
+            length += 1
+            if term_l[cur]:
+                ends["terminal"] += 1
+                break
+            if pos == n:
+                ends["last_row"] += 1
+                break
+            if length >= max_length:
+                ends["max_length"] += 1
+                break
+            nxt = -1
+            for j in cand[cur].tolist():
+                if not used[j]:
+                    nxt = j
+                    break
+            if nxt < 0:
+                ends["no_candidate"] += 1
+                break
+            cur = nxt
+        chain_end[pos - 1] = True
+    episode_ids = np.concatenate([[0], np.cumsum(chain_end[:-1])]).astype(np.int64)
+    starts = np.r_[True, chain_end[:-1]]
+    snap = np.zeros(n)
+    follow = np.flatnonzero(~starts)
+    snap[follow] = np.linalg.norm(s[order[follow]] - nx[order[follow - 1]], axis=1)
+    timeouts = chain_end & ~term[order]
+    return Chains(order=order, episode_ids=episode_ids, timeouts=timeouts, snap=snap, ends=ends)
