@@ -381,11 +381,12 @@ def test_checker_sees_unguarded_and_guarded_writes(tmp_path):
 
 def test_every_artifact_write_goes_through_the_one_guarded_writer():
     """issue 38: one function (guarded_write) writes every guarded artifact; every other write is listed above."""
-    new = sorted(unguarded_writes() - set(_UNGUARDED_WRITES))
+    found = unguarded_writes()
+    new = sorted(found - set(_UNGUARDED_WRITES))
     assert not new, ("write through privsynth.privacy.guard.guarded_write (or release_dataset / guarded_save_model, "
                      "which call it), or list the site in _UNGUARDED_WRITES with why it is no release:\n"
                      + "\n".join(f"{m}:{f}" for m, f in new))
-    stale = sorted(set(_UNGUARDED_WRITES) - unguarded_writes())
+    stale = sorted(set(_UNGUARDED_WRITES) - found)
     assert not stale, f"listed sites that no longer write unguarded (remove them): {stale}"
 
 

@@ -144,6 +144,7 @@ def test_release_guard_refuses_a_smaller_budget(data):
     assert back.info.privacy_card["epsilon"] == pytest.approx(s.card()["epsilon"])
 
 
+@pytest.mark.slow  # 10-25 s each (PGM's JAX inference); runs in CI's slow stage, after the pgm extra is installed
 @needs_mbi
 @pytest.mark.parametrize("selection", ["mst", "appendix_e"])
 def test_pgm_card_matches_its_mechanism(data, selection, tmp_path):

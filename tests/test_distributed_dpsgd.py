@@ -17,6 +17,9 @@ from torch import nn
 
 from privsynth.privacy.dpsgd import DPSGDConfig, dp_train
 
+# two torchrun-style processes are spawned once for the module (about 15-30 s of set-up): the slow suite
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 N, D, CLIP = 24, 3, 0.5
 MODES = ("bk", "ghost", "hooks")
