@@ -71,11 +71,19 @@ def main() -> None:
         seed = int(sched.get("seed", 0))
         cfg.seed = seed
         t0 = time.time()
-        if sched.get("ft", 1.0):
-            synth.finetune(sens, args.epsilon, 1e-5, "transition", progress=False)
-        else:  # ft=0: the public model alone, labelled with the sensitive set's (public) environment
-            synth.adopt_environment(sens.info)
-        rows = registry.sample(synth, n_transitions=int(sched.get("rows", 50_000)), seed=seed)
+        n_rows = int(sched.get("rows", 50_000))
+        if sched.get("ft", 1.0) and cfg.private:  # the DP row: through the one release route, writing nothing
+            from privsynth.release import synthesize
+
+            res = synthesize(sens, epsilon=args.epsilon, delta=1e-5, unit="transition", pretrained=synth, n=n_rows,
+                             out_dataset=None, progress=False)
+            rows = res.dataset
+        else:
+            if sched.get("ft", 1.0):  # dp=0: the no-DP control, never released
+                synth.finetune(sens, args.epsilon, 1e-5, "transition", progress=False)
+            else:  # ft=0: the public model alone, labelled with the sensitive set's (public) environment
+                synth.adopt_environment(sens.info)
+            rows = registry.sample(synth, n_transitions=n_rows, seed=seed)
         post = {}
         if sched.get("post"):  # free: the public simulator recomputes s', r and the terminal flag from (s, a)
             from privsynth.release.postprocess import postprocess, step_options
