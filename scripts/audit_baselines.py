@@ -13,7 +13,7 @@ import torch
 torch.set_num_threads(1)
 from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze
 from privsynth.evaluation.runner import split_transitions
-from privsynth.synth import registry
+from privsynth.release import synthesize
 from privsynth.evaluation.mia import run_audit
 pool = generate_pointmaze(PointMazeConfig(maze="umaze", steps=8000, seed=2, ref_episodes=1), progress=False)
 members, non = split_transitions(pool, 0.5, seed=0)
@@ -21,9 +21,10 @@ members = members.mark_sensitive()
 pub = generate_pointmaze(PointMazeConfig(maze="open", steps=20000, seed=1, ref_episodes=1), progress=False)
 for name in (sys.argv[1] if len(sys.argv) > 1 else "privsyn,pategan").split(","):
     for eps in (1.0, 10.0, 1e4):
-        s = registry.make(name, preset="cpu")
         t = time.time()
-        registry.fit(s, members, public=pub, epsilon=eps, delta=1e-5, unit="transition")
+        # the one route (issue 38): pre-train on pub, DP fine-tune on members, nothing sampled or written (n=0)
+        s = synthesize(members, synth=name, preset="cpu", public=pub, epsilon=eps, delta=1e-5, unit="transition",
+                       n=0, out_dataset=None, progress=False).synthesizer
         r = run_audit(s, members, non, max_units=1000, seed=0, n_boot=200)
         a = r["attacks"]["loss"]
         print(name, eps, "AUC %.3f TPR@1%% %.3f CI %s fit+audit %.0fs" % (a["auc"], a["tpr_at_fpr"]["0.01"], a["ci"]["tpr_at_fpr"]["0.01"], time.time()-t), flush=True)

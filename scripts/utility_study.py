@@ -42,6 +42,7 @@ from privsynth.evaluation.cells import _apply  # noqa: E402
 from privsynth.evaluation.fidelity import tabular_fidelity, utility_predictor  # noqa: E402
 from privsynth.evaluation.bench.sources import load_dataset_file, save_dataset  # noqa: E402
 from privsynth.release.calibrate import calibrate_actions  # noqa: E402
+from privsynth.release import synthesize  # noqa: E402
 from privsynth.release.postprocess import STEPS, draw_seed, postprocess, step_options, topped_up  # noqa: E402
 from privsynth.synth import TransitionSynthesizer, cpu_config  # noqa: E402
 
@@ -162,17 +163,26 @@ def privorl_j_release(name: str, sens, eps: float, seed: int, n_rows: int, rec: 
     synth.config.pretrain.epochs = STUDY_PRETRAIN_EPOCHS  # the rows' recipe; the preset has 100 since round 14
     _apply(synth.config, over)
     synth.config.seed = seed
-    synth.pretrain(public_maps(dense="Dense" in (sens.info.env_id or "")), progress=False)
-    h = synth.history[-1]
-    rec.update(pretrain_steps=h.get("steps"), pretrain_loss=h.get("final_loss"), overrides=over)
+    public = public_maps(dense="Dense" in (sens.info.env_id or ""))
     if CONFIGS[name].get("public_only"):  # the public model alone: only the environment's public facts
+        synth.pretrain(public, progress=False)
+        _record_pretrain(synth, rec, over)
         synth.adopt_environment(sens.info)
         return registry.sample(synth, n_transitions=n_rows, seed=seed), synth
-    synth.finetune(sens, eps, 1e-5, progress=False)
+    # the one route (issue 38): pre-train on public, DP fine-tune on sens; n=0 samples nothing, nothing is written
+    synth = synthesize(sens, synth="privorl-j", config=synth.config, public=public, epsilon=eps, delta=1e-5,
+                       unit="trajectory", n=0, out_dataset=None, progress=False).synthesizer
+    _record_pretrain(synth, rec, over)
     h = synth.history[-1]
     rec.update({k: h.get(k) for k in ("noise_multiplier", "steps", "sample_rate", "trainable")})
     rec["epsilon_spent"] = h.get("epsilon")
     return registry.sample(synth, n_transitions=n_rows, seed=seed), synth
+
+
+def _record_pretrain(synth, rec: dict, over: dict) -> None:
+    """The public pre-training's steps and loss (its history entry) and the configuration's overrides, into ``rec``."""
+    h = next(e for e in reversed(synth.history) if e.get("phase") == "pretrain")
+    rec.update(pretrain_steps=h.get("steps"), pretrain_loss=h.get("final_loss"), overrides=over)
 
 
 def task_data(task: str):
@@ -250,6 +260,12 @@ def run_agents(train, sens, seed: int, agents: list[str], updates: int) -> dict:
     return out
 
 
+def nonprivate_control(synth: TransitionSynthesizer, sens, eps: float) -> None:
+    """The no-DP fine-tune of the ``nodp`` / ``delta_nodp`` rows (config.private False): a non-private control of
+    the study, scored here and never released (release.synthesize and the guard refuse its data)."""
+    synth.finetune(sens, eps, 1e-5, "transition", progress=False)
+
+
 def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
     sens, ckpt = task_data(task)
     sens = sens.mark_sensitive()
@@ -286,7 +302,11 @@ def one_run(task: str, name: str, eps: float | None, seed: int, args) -> dict:
         rec["overrides"] = over if blend is None else {**over, "blend_public": blend}
         if not public_only:
             synth.config.private = over.get("private", True)
-            synth.finetune(sens, float(eps or 1.0), 1e-5, "transition", progress=False)
+            if synth.config.private:  # the one route (issue 38): n=0 samples nothing, out_dataset=None writes nothing
+                synth = synthesize(sens, pretrained=synth, epsilon=float(eps or 1.0), delta=1e-5, unit="transition",
+                                   n=0, out_dataset=None, progress=False).synthesizer
+            else:
+                nonprivate_control(synth, sens, float(eps or 1.0))
             h = synth.history[-1]
             rec.update({k: h.get(k) for k in ("noise_multiplier", "steps", "sample_rate")})
             rec["epsilon_spent"] = h.get("epsilon")
