@@ -372,3 +372,36 @@ def test_schema_with_a_dp_normaliser_charges_it_and_clips_to_the_schema(icu_sens
     assert [e.mechanism for e in synth.ledger.events] == ["gaussian", "laplace", "dpsgd"]
     assert synth.ledger.epsilon() <= 8.0 * (1 + 1e-9)
     assert check_release(res.dataset) == []
+
+
+# ------------------------------------------------------------------------------- terminal rows of a release
+def test_terminal_share_rule_hits_the_target_and_the_threshold_rule_is_unchanged():
+    from privsynth.synth.chain import choose_terminals
+
+    scores = np.random.default_rng(0).normal(0.03, 0.15, size=5000)  # smeared scores: few above 0.5
+    for share in (0.044, 1 / 22.6, 0.2, 1e-6):
+        term, rule = choose_terminals(scores, 0.5, target_share=share)
+        assert abs(int(term.sum()) - 5000 * share) <= 1 or (share < 1 / 5000 and term.sum() == 1)
+        assert scores[term].min() >= scores[~term].max()  # the highest scores end episodes
+        assert rule["terminal_rows"] == int(term.sum()) and rule["terminal_target_length"] == pytest.approx(1 / share)
+    term, rule = choose_terminals(scores, 0.5)  # no target: today's threshold rule
+    np.testing.assert_array_equal(term, scores > 0.5)
+    assert rule == {"terminal_rule": "score > 0.5", "terminal_rows": int((scores > 0.5).sum())}
+
+
+def test_trajectory_release_ends_episodes_at_the_models_mean_terminal_score(icu_sensitive):
+    from privsynth.synth.scratch import schema_synthesizer
+
+    synth = schema_synthesizer(icu_sensitive.info, 9, 1, _tiny())
+    rows = icu_sensitive.transition_matrix()[:200].astype(np.float32).copy()
+    rows[:, -1] = np.random.default_rng(1).normal(0.05, 0.1, size=200)  # 0.05 on average, 0-2 rows above 0.5
+    synth.last_sample_stats = {}
+    synth.history.append({"phase": "finetune", "unit": "trajectory"})
+    ds = synth.rows_to_dataset(rows.copy())
+    k = round(200 * float(rows[:, -1].mean()))
+    assert abs(int(ds.terminals.sum()) - k) <= 1 and ds.terminals.sum() > (rows[:, -1] > 0.5).sum()
+    sample = ds.info.extra["sample"]
+    assert sample["terminal_rows"] == int(ds.terminals.sum())
+    assert sample["terminal_target_length"] == pytest.approx(1 / float(rows[:, -1].mean()), rel=1e-5)
+    synth.history[-1]["unit"] = "transition"  # a transition release keeps the threshold rule
+    np.testing.assert_array_equal(synth.rows_to_dataset(rows.copy()).terminals, rows[:, -1] > 0.5)

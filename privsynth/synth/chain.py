@@ -17,7 +17,27 @@ import numpy as np
 
 from privsynth.errors import InvalidData
 
-__all__ = ["Chains", "chain_episodes", "chain_nearest"]
+__all__ = ["Chains", "chain_episodes", "chain_nearest", "choose_terminals"]
+
+
+def choose_terminals(scores: np.ndarray, threshold: float, *,
+                     target_share: float | None = None) -> tuple[np.ndarray, dict[str, object]]:
+    """Which rows end an episode, from the sampled terminal scores [N] (post-processing of DP outputs only).
+
+    With ``target_share`` (a share of terminal rows, from DP outputs or public facts only), the k = round(N × share)
+    rows of highest score are terminal (k clipped to [1, N]), so episodes average 1 / share rows. Without it, the
+    rule of a transition release: score > ``threshold``. Returns (terminal mask [N] bool, the rule's record for the
+    release's metadata: ``terminal_rule``, ``terminal_rows`` and, for the share rule, ``terminal_target_length``)."""
+    s = np.asarray(scores, dtype=np.float64)
+    n = len(s)
+    if target_share is None or not np.isfinite(target_share) or n == 0:
+        term = s > threshold
+        return term, {"terminal_rule": f"score > {threshold:g}", "terminal_rows": int(term.sum())}
+    k = int(min(max(round(n * float(target_share)), 1), n))
+    term = np.zeros(n, dtype=bool)
+    term[np.argsort(-s, kind="stable")[:k]] = True
+    return term, {"terminal_rule": "top-k by score, k = rows x target share", "terminal_rows": k,
+                  "terminal_target_length": float(1.0 / float(target_share))}
 
 
 def chain_episodes(states: np.ndarray, next_states: np.ndarray,
