@@ -405,3 +405,21 @@ def test_trajectory_release_ends_episodes_at_the_models_mean_terminal_score(icu_
     assert sample["terminal_target_length"] == pytest.approx(1 / float(rows[:, -1].mean()), rel=1e-5)
     synth.history[-1]["unit"] = "transition"  # a transition release keeps the threshold rule
     np.testing.assert_array_equal(synth.rows_to_dataset(rows.copy()).terminals, rows[:, -1] > 0.5)
+
+
+@pytest.mark.slow
+def test_a_schema_release_model_saves_and_loads_back(icu_sensitive, tmp_path):
+    """A model fine-tuned on schema data has one-hot columns: its checkpoint must load back (the checker once
+    compared the normaliser with the raw column count and called every such checkpoint damaged)."""
+    from privsynth.privacy.guard import guarded_save_model
+    from privsynth.release import synthesize
+    from privsynth.synth import registry
+
+    res = synthesize(icu_sensitive, epsilon=8.0, delta=1e-4, unit="trajectory", n=0, config=_tiny(),
+                     progress=False)
+    path = guarded_save_model(res.synthesizer, tmp_path / "m.pt", 8.0, 1e-4)
+    back = registry.load(path)
+    assert back.codec is not None and back.data_dim == res.synthesizer.data_dim
+    assert back.normalizer.dim == back.data_dim
+    rows = registry.sample(back, n_transitions=30, seed=0)
+    assert check_release(rows) == [] and rows.info.schema == icu_sensitive.info.schema

@@ -106,6 +106,14 @@ def check_network_state(state: dict[str, Any], path: str | Path) -> None:
     norm = state.get("normalizer")
     if norm is not None:
         width = 2 * dims[0] + dims[1] + 2  # state | action | reward | next state | terminal
+        template = state.get("template") or {}
+        if template.get("schema"):  # a declared schema's discrete columns are one-hot in the model's rows
+            from privsynth.data.schema import RowCodec
+
+            try:
+                width = RowCodec(template["schema"]).width  # terminal flag included
+            except (InvalidData, KeyError, TypeError, ValueError) as exc:
+                raise bad(f"its template's schema is not valid ({exc})") from None
         for key in ("mean", "std"):
             column = norm.get(key)
             if not (isinstance(column, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool)
