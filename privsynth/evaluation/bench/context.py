@@ -8,7 +8,7 @@ from typing import Any
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.errors import InvalidData
 from privsynth.evaluation.bench.records import CellRecord
-from privsynth.evaluation.bench.sources import dataset_path, load_dataset_file, load_dataset_info
+from privsynth.evaluation.bench.dataset_cache import dataset_path, load_dataset_file, load_dataset_info
 
 __all__ = ["CellContext"]
 
