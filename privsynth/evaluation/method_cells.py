@@ -84,10 +84,3 @@ def method_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
 
     return holder_only(out, "seconds")  # the run's time on the sensitive set, outside DP: the holder's own
 
-
-if __name__ == "__main__":  # ``python -m privsynth.evaluation.method_cells SUITE.yaml [bench options]``
-    import sys
-
-    from privsynth.cli import main
-
-    sys.exit(main(["bench", *sys.argv[1:]]))
