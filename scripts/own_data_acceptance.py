@@ -22,7 +22,8 @@ def _tv(a: np.ndarray, b: np.ndarray, k: int) -> float:
 
 def figures(real, syn) -> dict[str, float]:
     """The acceptance figures of ``syn`` against ``real`` (both with the same schema)."""
-    from privsynth.data.schema import Schema, check_release
+    from privsynth.data.schema import Schema
+    from privsynth.data.validity import check_release
     from privsynth.evaluation.fidelity import tabular_fidelity
 
     schema = Schema.from_dict(real.info.schema)

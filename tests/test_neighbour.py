@@ -82,7 +82,8 @@ def _synth_view(synth, tmp: Path, n: int = 64) -> dict:
 _DESCRIPTION = ("release.description", "release.files.data/metadata.json.description")
 
 
-def _privorl_n(unit: str, dp_normalizer: bool = False, next_state: str = "absolute", trainable: str = "all"):
+def _privorl_n(unit: str, dp_normalizer: bool = False, next_state: str = "absolute", trainable: str = "all",
+               layout: str = "transitions"):
     def run(sens: OfflineDataset, tmp: Path) -> dict:
         import dataclasses
 
@@ -98,7 +99,7 @@ def _privorl_n(unit: str, dp_normalizer: bool = False, next_state: str = "absolu
         cfg = tiny_config(next_state=next_state)
         cfg.dp.trainable = trainable  # type: ignore[assignment]
         res = synthesize(sens, epsilon=5.0, delta=1e-3, unit=unit, n=128, config=cfg,
-                         out_dataset="privsynth/neighbour-v0", overwrite=True, progress=False, **extra)
+                         out_dataset="privsynth/neighbour-v0", overwrite=True, progress=False, layout=layout, **extra)
         return {"release": minari_metadata("privsynth/neighbour-v0"), "card": res.dataset.info.privacy_card,
                 "info": res.dataset.info.to_dict(), "checkpoint": res.synthesizer.state()}
     return run
@@ -203,6 +204,14 @@ def _paths() -> list[ReleasingPath]:
         ReleasingPath("release privorl-n transition delta", _privorl_n("transition", next_state="delta"),
                       _sens_transitions, _SAMPLE + _DESCRIPTION + ("*.rows",), slow=True),
     ]
+    # the chained layout (issue 40): the sampled rows ordered into episodes by nearest next state, states snapped
+    # (post-processing): how many episodes, where they end and the snap statistics follow the DP rows
+    paths.append(ReleasingPath("release privorl-n transition chained layout",
+                               _privorl_n("transition", layout="chained"), _sens_transitions,
+                               _SAMPLE + _DESCRIPTION + ("*.rows", "*layout.*", "*data/main_data.hdf5*",
+                                                         "*minari_episodes", "*total_episodes", "*n_episodes",
+                                                         "*episode_id*"),
+                               slow=True))
     paths.append(ReleasingPath("release privorl-n pointmaze map filter topped up", _privorl_n_postprocessed,
                                _sens_pointmaze, _SAMPLE + _DESCRIPTION + ("*postprocess*",), slow=True,
                                count_mentions_ok=("rows",)))  # the public pre-training set has 300 rows too

@@ -13,7 +13,8 @@ import pytest
 from privsynth.cli import main
 from privsynth.data import minari_io
 from privsynth.data.dataset import OfflineDataset
-from privsynth.data.schema import RowCodec, Schema, check_release, load_schema
+from privsynth.data.schema import RowCodec, Schema, load_schema
+from privsynth.data.validity import check_release
 from privsynth.errors import InvalidData
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -581,28 +581,3 @@ def schema_codec(info: Any) -> RowCodec | None:
     schema = getattr(info, "schema", None)
     return RowCodec(schema) if schema else None
 
-
-def check_release(ds: Any) -> list[str]:
-    """Problems of ``ds``'s rows against its schema (empty: every value valid). A check on released rows and the
-    schema only."""
-    if not ds.info.schema:
-        return []
-    schema = Schema.from_dict(ds.info.schema)
-    problems = []
-    for arr_name, arr, cols in (("observations", ds.observations, schema.observations),
-                                ("next_observations", ds.next_observations, schema.observations),
-                                ("actions", ds.actions, schema.actions),
-                                ("rewards", ds.rewards[:, None], (schema.reward,))):
-        for j, c in enumerate(cols):
-            v = arr[:, j]
-            if arr_name == "rewards" and c.discrete:
-                bad = ~np.isin(v, np.asarray(c.values, dtype=np.float32))
-            else:
-                lo, hi = c.code_range
-                bad = (v < lo) | (v > hi) | ~np.isfinite(v)
-                if c.discrete or c.kind == "integer":
-                    bad |= v != np.round(v)
-            if bad.any():
-                problems.append(f"{int(bad.sum())} values of '{c.name}' in {arr_name} break the schema")
-    return problems
-

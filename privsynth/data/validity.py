@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ColumnValidity", "column_validity", "schema_warnings", "share_text"]
+__all__ = ["ColumnValidity", "check_release", "column_validity", "schema_warnings", "share_text"]
 
 
 @dataclass(frozen=True)
@@ -88,3 +88,9 @@ def schema_warnings(ds: Any) -> list[str]:
     """One line per column and rule that any value breaks, e.g. ``3% of heart_rate outside [20, 250]``; empty when
     every value is valid or there is no schema."""
     return [c.text() for c in column_validity(ds) if c.invalid]
+
+
+def check_release(ds: Any) -> list[str]:
+    """Problems of ``ds``'s rows against its schema (empty: every value valid), one per column and rule, each leading
+    with its count (e.g. ``12 values of 'gcs' not a whole number``); the rules of :func:`column_validity`."""
+    return [f"{c.invalid} values of '{c.name}' {c.rule}" for c in column_validity(ds) if c.invalid]

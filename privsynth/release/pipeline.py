@@ -303,7 +303,7 @@ def synthesize(
                              epsilon=epsilon, delta=delta, n=n, name=name, steps=postprocess) from exc
     seconds["sample"] = time.perf_counter() - t0
     ds = _laid_out(ds, layout, unit, seconds)
-    warnings = _schema_check(ds)
+    ds, warnings = _schema_check(ds)
     ledger = synth.ledger
     spent = None
     if synth.config.private:
@@ -355,7 +355,7 @@ def _synthesize_registered(
     _check_postprocess(sens.info, postprocess)
     pubs = [as_dataset(p) for p in public_list]
     for pub in pubs:  # pre-training reads public data unaccounted: it must hold no sensitive record
-        pub.check_public_for(sens)
+        check_public(pub, sens)
     record_dp_request(synth.config, epsilon, delta, unit)
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -377,7 +377,7 @@ def _synthesize_registered(
     seconds["sample"] = time.perf_counter() - t0
     if episodes is None:
         ds = _laid_out(ds, layout, unit, seconds)
-    warnings = _schema_check(ds)
+    ds, warnings = _schema_check(ds)
     spent = release_dataset(ds, synth.ledger, out_dataset, epsilon_budget=epsilon, delta=delta, overwrite=overwrite)
     seconds["total"] = time.perf_counter() - t_all
     return SynthesisResult(dataset=ds, ledger=synth.ledger, synthesizer=synth, dataset_id=out_dataset, epsilon=spent,
@@ -397,17 +397,18 @@ def _laid_out(ds: OfflineDataset, layout: str, unit: str, seconds: dict[str, flo
     return ds
 
 
-def _schema_check(ds: OfflineDataset) -> list[str]:
-    """Released values that break ``ds``'s schema (e.g. ``3% of heart_rate outside [20, 250]``), recorded in its
-    metadata as ``extra["schema_check"]`` (not on the ledger). A check on DP outputs and the public schema only:
-    free post-processing. Without a schema: nothing to check, nothing recorded."""
+def _schema_check(ds: OfflineDataset) -> tuple[OfflineDataset, list[str]]:
+    """``ds`` with the released values that break its schema (e.g. ``3% of heart_rate outside [20, 250]``) recorded
+    in its metadata as ``extra["schema_check"]`` (not on the ledger), and those lines. A check on DP outputs and the
+    public schema only: free post-processing. Without a schema: nothing to check, ``ds`` as it is."""
     if not ds.info.schema:
-        return []
+        return ds, []
     from privsynth.data.validity import schema_warnings
 
     warnings = schema_warnings(ds)
-    ds.info.extra = {**ds.info.extra, "schema_check": {"valid": not warnings, "warnings": warnings}}
-    return warnings
+    info = dataclasses.replace(ds.info, extra={**ds.info.extra, "schema_check": {"valid": not warnings,
+                                                                                  "warnings": warnings}})
+    return dataclasses.replace(ds, info=info), warnings
 
 
 def _unsampled(synth: Any, epsilon: float, delta: float, seconds: dict[str, float], t_all: float, *,
