@@ -7,7 +7,8 @@ kind (20k updates, batched) and print the share of the public-to-real gap closed
     OMP_NUM_THREADS=1 python scripts/transfer_study.py --env hopper --agent iql --agent td3bc \
         --checkpoint PATH --real 62.2 --real 69.1 --public 1.4 --public 2.5 --schedule epochs=150
 
-Schedule keys: epochs, lr, batch (DP fine-tune), clip (max_grad_norm), ema (EMA decay), seed (synthesizer seed:
+Schedule keys: epochs, lr, batch (DP fine-tune), clip (max_grad_norm), ema (EMA decay), lora (rank R of low-rank adapters
+plus biases and norms instead of every parameter: dp.trainable = "lora"), seed (synthesizer seed:
 initial noise of the fine-tune and the sampler), rows (synthetic rows sampled), dp=0 (the same fine-tune without
 clipping or noise: the no-DP control), post=1 (actions clipped, s', reward and terminal recomputed by the public
 simulator from each synthetic (s, a): post-processing, free under DP), ft=0 (no fine-tune: the public model
@@ -43,7 +44,7 @@ def main() -> None:
     ap.add_argument("--public", type=float, action="append", required=True,
                     help="public-alone final score per --agent (agent_public)")
     ap.add_argument("--schedule", action="append", default=[],
-                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,seed=S][,rows=R][,dp=0][,post=1][,ft=0] (repeatable)")
+                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,lora=R][,seed=S][,rows=R][,dp=0][,post=1][,ft=0] (repeatable)")
     ap.add_argument("--epsilon", type=float, default=10.0)
     ap.add_argument("--updates", type=int, default=20_000)
     args = ap.parse_args()
@@ -61,7 +62,8 @@ def main() -> None:
         sched = _schedule(text)
         synth = copy.deepcopy(base)
         cfg = synth.config
-        cfg.dp.trainable = "all"
+        cfg.dp.trainable = "lora" if sched.get("lora") else "all"
+        cfg.dp.lora_rank = int(sched.get("lora") or cfg.dp.lora_rank)
         cfg.finetune.epochs = sched.get("epochs", cfg.finetune.epochs)
         cfg.finetune.lr = sched.get("lr", cfg.finetune.lr)
         cfg.finetune.batch_size = int(sched.get("batch", cfg.finetune.batch_size))

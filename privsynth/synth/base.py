@@ -218,20 +218,21 @@ class NetworkSynthesizer(Synthesizer):
         """Whether the network went through a training phase (pre-training or an earlier fine-tune)."""
         return any(h.get("phase") in ("pretrain", "finetune") for h in getattr(self, "history", []))
 
-    def _freeze_except(self, module: Any, trainable: str, head: Any = None) -> tuple[str, list[Any]]:
-        """Partial DP fine-tuning (fewer noised dimensions, Yu et al. 2021): set ``requires_grad=False`` on the
-        parameters of ``module`` that keep their pre-trained values. ``trainable``: ``"all"``, ``"bias_norm"`` (every
-        bias and normalisation parameter) or ``"head"`` (the parameters of the modules in ``head``). Without trained
-        weights there is nothing to keep and every parameter trains. Returns (what trains, the frozen parameters;
-        the caller turns them back on)."""
-        allowed = ("all", "bias_norm", "head") if head is not None else ("all", "bias_norm")
-        if trainable not in allowed:
-            choices = "'all', 'head' or 'bias_norm'" if head is not None else "'all' or 'bias_norm'"
-            raise InvalidData(f"unknown trainable setting '{trainable}': choose {choices}")
+    def _freeze_except(self, module: Any, trainable: str, head: Any = None,
+                       adapters: Any = None) -> tuple[str, list[Any]]:
+        """Partial DP fine-tuning (fewer noised dimensions, Yu et al. 2021): ``requires_grad=False`` on the parameters
+        of ``module`` that keep their pre-trained values. ``trainable``: ``"all"``, ``"bias_norm"`` (biases and norms),
+        ``"head"`` (the modules in ``head``) or ``"lora"`` (the ``adapters`` of :func:`privsynth.synth.lora.attach`,
+        biases and norms). Without trained weights every parameter trains. Returns (what trains, the frozen ones)."""
+        allowed = ["'all'", "'bias_norm'"] + ["'head'"] * (head is not None) + ["'lora'"] * (adapters is not None)
+        if f"'{trainable}'" not in allowed:
+            raise InvalidData(f"unknown trainable setting '{trainable}': choose {', '.join(allowed[:-1])} or {allowed[-1]}")
         if trainable == "all" or not self._has_trained_weights():
             return "all", []
-        if trainable == "bias_norm":
-            keep = {id(p) for name, p in module.named_parameters() if name.endswith("bias") or "norm" in name}
+        if trainable in ("bias_norm", "lora"):
+            keep = {id(p) for name, p in module.named_parameters()
+                    if (name.endswith("bias") or "norm" in name) and not name.endswith("base.weight")}
+            keep |= {id(p) for p in adapters or ()}
         else:
             keep = {id(p) for m in head for p in m.parameters()}
         frozen = [p for p in module.parameters() if p.requires_grad and id(p) not in keep]

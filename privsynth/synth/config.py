@@ -101,9 +101,12 @@ class DPConfig:
     noise_multiplier: float | None = None  # None = calibrate to epsilon
     # which denoiser parameters DP fine-tuning updates (the rest stay at their public pre-trained values; fewer noised
     # dimensions, Yu et al. 2021): "all", "head" (last residual block + output LayerNorm + output layer) or
-    # "bias_norm" (every bias and LayerNorm parameter). A non-private fine-tune (private = False) trains every
-    # parameter whatever this says, and its history records trainable = "all"
-    trainable: Literal["all", "head", "bias_norm"] = "all"
+    # "bias_norm" (every bias and LayerNorm parameter) or "lora" (rank-`lora_rank` adapters on every weight matrix
+    # plus every bias and LayerNorm parameter, merged into the weights afterwards: privsynth.synth.lora). A
+    # non-private fine-tune (private = False) trains every parameter whatever this says, and its history records
+    # trainable = "all"
+    trainable: Literal["all", "head", "bias_norm", "lora"] = "all"
+    lora_rank: int = 8  # rank r of the adapters when trainable = "lora" (scale alpha / r = 1)
 
 
 @dataclass

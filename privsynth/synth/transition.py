@@ -437,17 +437,31 @@ class TransitionSynthesizer(NetworkSynthesizer):
         # weights, the EMA and the ledger back as they were: no unaccounted DP-SGD step survives, in the EMA either.
         snapshot = FinetuneSnapshot(self)
         frozen: list[Any] = []
+        net = self.model.net  # partial fine-tuning keeps pre-trained weights (none in the no-pre-training ablation)
+        head = (net.blocks[-1], net.out_norm, net.out)
+        adapters: list[Any] = []
         try:
+            if dpc.trainable == "lora" and self._has_trained_weights():  # adapters in the model and its EMA copy
+                from privsynth.synth import lora
+
+                adapters = lora.attach(net, dpc.lora_rank)
+                lora.attach(self.ema.shadow.net, dpc.lora_rank, like=net)
+                self.ema.shadow.requires_grad_(False)
             self.ema.reset(self.model, decay=tc.ema_decay, every=tc.ema_every)
             self.model.train()
-            net = self.model.net  # partial fine-tuning keeps pre-trained weights (none in the no-pre-training ablation)
-            trainable, frozen = self._freeze_except(net, dpc.trainable, head=(net.blocks[-1], net.out_norm, net.out))
+            trainable, frozen = self._freeze_except(net, dpc.trainable, head=head, adapters=adapters)
             result = self._dp_train(dp_train, loss_module, items, dp_cfg, tc, on_step, progress, epsilon, unit,
                                     n_units)
             ledger = self._open_ledger(unit, dpc.accountant, float(delta))
             ledger.append(count_event)
             ledger.append(result.event)
+            if adapters:  # the DP run's update folded into the weights: a plain network again (post-processing)
+                lora.merge(net)
+                lora.merge(self.ema.shadow.net)
         except BaseException:
+            if adapters:  # the structure first, so the snapshot's parameter order matches again
+                lora.detach(net)
+                lora.detach(self.ema.shadow.net)
             snapshot.restore()
             raise
         finally:
