@@ -516,6 +516,8 @@ def _cli_paths() -> list[ReleasingPath]:
                       _sens_transitions, _SAMPLE + _DESCRIPTION + ("*.rows",), slow=True),
         ReleasingPath("release privorl-n dp.trainable bias_norm", _privorl_n("transition", trainable="bias_norm"),
                       _sens_transitions, _SAMPLE + _DESCRIPTION + ("*.rows",), slow=True),
+        ReleasingPath("release privorl-n dp.trainable lora", _privorl_n("transition", trainable="lora"),
+                      _sens_transitions, _SAMPLE + _DESCRIPTION + ("*.rows",), slow=True),
         ReleasingPath("bench synthesize cell privorl-n (no pre-training)", _cell("privorl-n", pretrain="none"),
                       _sens_transitions, _SAMPLE, slow=True),
         ReleasingPath("bench synthesize cell privsyn", _cell("privsyn"), _sens_transitions, _GRID, slow=True),
