@@ -10,7 +10,7 @@ kind (20k updates, batched) and print the share of the public-to-real gap closed
 Schedule keys: epochs, lr, batch (DP fine-tune), clip (max_grad_norm), ema (EMA decay), lora (rank R of low-rank adapters
 plus biases and norms instead of every parameter: dp.trainable = "lora"), seed (synthesizer seed:
 initial noise of the fine-tune and the sampler), rows (synthetic rows sampled), dp=0 (the same fine-tune without
-clipping or noise: the no-DP control), post=1 (actions clipped, s', reward and terminal recomputed by the public
+clipping or noise: the no-DP control), real=1 (agents on the sensitive set itself: the real row), post=1 (actions clipped, s', reward and terminal recomputed by the public
 simulator from each synthetic (s, a): post-processing, free under DP), ft=0 (no fine-tune: the public model
 alone, the control row). The pre-trained checkpoint and the real / public-alone scores (one per
 --agent, in the same order) come from `evaluation/suites/transfer_<env>.yaml` (its pretrain artifact and its
@@ -44,7 +44,9 @@ def main() -> None:
     ap.add_argument("--public", type=float, action="append", required=True,
                     help="public-alone final score per --agent (agent_public)")
     ap.add_argument("--schedule", action="append", default=[],
-                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,lora=R][,seed=S][,rows=R][,dp=0][,post=1][,ft=0] (repeatable)")
+                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,lora=R][,seed=S][,rows=R][,dp=0][,real=1][,post=1][,ft=0] (repeatable)")
+    ap.add_argument("--sensitive-steps", type=int, default=20_000,
+                    help="size of the sensitive set (the suites use 20k; a larger one tests how N changes the cost of DP)")
     ap.add_argument("--epsilon", type=float, default=10.0)
     ap.add_argument("--updates", type=int, default=20_000)
     args = ap.parse_args()
@@ -56,7 +58,8 @@ def main() -> None:
     agents = args.agent or ["iql"]
     if not len(agents) == len(args.real) == len(args.public):
         ap.error("give one --real and one --public per --agent")
-    sens = generate_locomotion(LocomotionConfig(env=args.env, kind="medium", steps=20000, seed=0)).mark_sensitive()
+    sens = generate_locomotion(LocomotionConfig(env=args.env, kind="medium", steps=args.sensitive_steps,
+                                                seed=0)).mark_sensitive()
     base = registry.load(args.checkpoint)
     for text in args.schedule or ["epochs=30"]:
         sched = _schedule(text)
@@ -74,7 +77,9 @@ def main() -> None:
         cfg.seed = seed
         t0 = time.time()
         n_rows = int(sched.get("rows", 50_000))
-        if sched.get("ft", 1.0) and cfg.private:  # the DP row: through the one release route, writing nothing
+        if sched.get("real"):  # the real row: agents trained on the sensitive set itself (our own rollout)
+            rows = sens
+        elif sched.get("ft", 1.0) and cfg.private:  # the DP row: through the one release route, writing nothing
             from privsynth.release import synthesize
 
             res = synthesize(sens, epsilon=args.epsilon, delta=1e-5, unit="transition", pretrained=synth, n=n_rows,
@@ -93,9 +98,10 @@ def main() -> None:
             rows, stats = postprocess(rows, environment=sens.info, **step_options("clip,resimulate,reward"))
             post = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
         ft = time.time() - t0
-        out = {"env": args.env, "schedule": sched,
-               "epsilon": (args.epsilon if cfg.private else None) if sched.get("ft", 1.0) else 0.0,
-               "dp_steps": synth.history[-1]["steps"] if sched.get("ft", 1.0) else 0, "finetune_and_sample_s": round(ft, 1), "postprocess": post}
+        out = {"env": args.env, "sensitive_steps": args.sensitive_steps, "schedule": sched,
+               "epsilon": "real" if sched.get("real") else (
+                   (args.epsilon if cfg.private else None) if sched.get("ft", 1.0) else 0.0),
+               "dp_steps": synth.history[-1]["steps"] if sched.get("ft", 1.0) and not sched.get("real") else 0, "finetune_and_sample_s": round(ft, 1), "postprocess": post}
         for agent, real, public in zip(agents, args.real, args.public):
             runs = train_batched([AgentJob(rows, sens.info, s) for s in (0, 1, 2)], agent, num_updates=args.updates,
                                  eval_every=2000, eval_episodes=5, final_k=3, progress=False)
