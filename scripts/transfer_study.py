@@ -99,6 +99,7 @@ def main() -> None:
             post = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
         ft = time.time() - t0
         out = {"env": args.env, "sensitive_steps": args.sensitive_steps, "schedule": sched,
+               "denoiser": f"{cfg.denoiser.width}x{cfg.denoiser.depth}",
                "epsilon": "real" if sched.get("real") else (
                    (args.epsilon if cfg.private else None) if sched.get("ft", 1.0) else 0.0),
                "dp_steps": synth.history[-1]["steps"] if sched.get("ft", 1.0) and not sched.get("real") else 0, "finetune_and_sample_s": round(ft, 1), "postprocess": post}
