@@ -138,3 +138,22 @@ def test_zcdp_pair_marginals_become_the_equal_gaussian():
     with pytest.raises(PrivacyError, match="not a set of Gaussian"):
         gaussian_events([LedgerEvent.zcdp("other", rho=0.1, noise="secure", unit="transition")])
     assert np.isfinite(g.params["rho"])
+
+
+def test_privsyn_without_public_data_takes_its_bins_from_the_environment(tmp_path, capsys):
+    from privsynth.cli import main
+    from privsynth.data import minari_io
+    from test_own_data_env import pendulum_csv
+
+    assert main(["datasets", "import", str(pendulum_csv(tmp_path / "p.csv")), "--env-id", "Pendulum-v1",
+                 "--name", "pend"]) == 0
+    code = main(["synthesize", "--synth", "privsyn", "--sensitive", "pend", "--epsilon", "4", "--delta", "1e-4",
+                 "-n", "200", "--out-dataset", "pend-ps", "--config", "tiny", "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    syn = minari_io.load_dataset("pend-ps")
+    card = syn.info.privacy_card
+    assert card["ledger"]["public_data"] == ["bins: Pendulum-v1 spaces and reward bounds"]
+    assert card["epsilon"] <= 4.0 and all(ev["params"]["noise"] == "secure" for ev in card["ledger"]["events"])
+    assert np.abs(syn.observations[:, 2]).max() <= 8.0 and np.abs(syn.actions).max() <= 2.0
+    assert main(["synthesize", "--synth", "pgm", "--sensitive", "pend", "--epsilon", "4", "--delta", "1e-4",
+                 "-n", "200", "--out-dataset", "pend-pgm", "--config", "tiny", "--quiet"]) != 0  # pgm: public data

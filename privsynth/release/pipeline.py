@@ -161,15 +161,15 @@ def synthesize(
     # what the request asks of the route, by capability (registry.Entry.capabilities), never by name
     asked = {"pretrained": ("pretrained", pretrained is not None), "pretrain=False": ("no_pretrain", not pretrain),
              "workdir": ("staged", workdir is not None), "normalizer_epsilon": ("dp_normalizer", normalizer_epsilon is not None),
-             "obs_bounds": ("dp_normalizer", obs_bounds is not None),
-             "reward_bounds": ("dp_normalizer", reward_bounds is not None),
+             "obs_bounds": ("public_bounds", obs_bounds is not None),
+             "reward_bounds": ("public_bounds", reward_bounds is not None),
              "warm_start": ("dp_normalizer", bool(warm_start))}
     caps = registry.entry(synth).capabilities
     if "staged" not in caps:
         return _synthesize_registered(
             synth, sensitive, public_list, epsilon=epsilon, delta=delta, unit=unit, n=n, preset=preset, config=config,
             out_dataset=out_dataset, overwrite=overwrite, progress=progress, t_all=t_all, postprocess=postprocess,
-            topup=topup, episodes=episodes, layout=layout,
+            topup=topup, episodes=episodes, layout=layout, obs_bounds=obs_bounds, reward_bounds=reward_bounds,
             unsupported={k: v for k, (cap, v) in asked.items() if cap not in caps})
     if config is None and preset is not None:
         config = registry.make(synth, preset=preset).config
@@ -354,8 +354,11 @@ def _synthesize_registered(
     topup: bool = True,
     episodes: int | None = None,
     layout: str = "transitions",
+    obs_bounds: tuple[float, float] | None = None,
+    reward_bounds: tuple[float, float] | None = None,
 ) -> SynthesisResult:
-    """make -> fit -> sample -> guarded release for a registered synthesizer without the staged capability."""
+    """make -> fit -> sample -> guarded release for a registered synthesizer without the staged capability; without
+    public data, one with the ``public_bounds`` capability takes its grid from the environment's bounds."""
     from privsynth.synth import registry
 
     given = [k for k, v in unsupported.items() if v]
@@ -363,10 +366,21 @@ def _synthesize_registered(
         have = [n for n, e in ((n, registry.entry(n)) for n in registry.names()) if "staged" in e.capabilities]
         raise InvalidData(f"{', '.join(given)} is available for {', '.join(have) or 'no registered synthesizer'} "
                           f"only, not for {name}")
-    if not public_list:
+    bounded = not public_list and "public_bounds" in registry.entry(name).capabilities
+    if not public_list and not bounded:
         raise InvalidData(f"{name} needs public data (pre-training, bins, normaliser): pass public datasets")
     synth = registry.make(name, preset=preset or "cpu", config=config)  # bad presets/settings: before the data
     sens = as_dataset(sensitive).mark_sensitive(True)
+    if bounded:  # the grid from public facts only (the schema, or the environment's spaces and the given bounds)
+        from privsynth.release.support import environment_schema
+        from privsynth.synth.warmstart import column_grid
+
+        schema = sens.info.schema or environment_schema(sens.info, sens.obs_dim, sens.act_dim, obs_bounds=obs_bounds,
+                                                        reward_bounds=reward_bounds)
+        if schema is None:
+            raise InvalidData(f"{name} without public data needs a schema or an environment: pass public datasets")
+        synth.grid_from_bounds(column_grid(schema), sens.obs_dim, sens.act_dim,
+                               "schema bounds" if sens.info.schema else f"{sens.info.env_id} spaces and reward bounds")
     Budget(epsilon, delta, unit).check_dataset(sens)
     from privsynth.data.minari_io import check_env_spaces
 
@@ -378,7 +392,8 @@ def _synthesize_registered(
     record_dp_request(synth.config, epsilon, delta, unit)
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
-    registry.pretrain(synth, pubs, progress=progress)  # registry.fit's first step, timed on its own
+    if pubs:  # registry.fit's first step, timed on its own
+        registry.pretrain(synth, pubs, progress=progress)
     t1 = time.perf_counter()
     registry.fit(synth, sens, public=None, epsilon=epsilon, delta=delta, unit=unit, progress=progress)
     t2 = time.perf_counter()
