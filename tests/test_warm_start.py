@@ -104,10 +104,15 @@ def test_warm_start_refuses_raw_rows_and_corpora_without_their_events():
         synth.warm_start(pub, [])
 
 
-def test_warm_start_shares_and_refusals_before_any_data():
-    assert resolve_warm_share(None, default_applies=True, unit="transition") == WARM_START_SHARE
+def test_warm_start_shares_and_refusals_before_any_data(monkeypatch):
+    from privsynth.synth import warmstart
+
+    assert resolve_warm_share(None, default_applies=True, unit="transition") == WARM_START_SHARE == 0.0  # measured
+    monkeypatch.setattr(warmstart, "WARM_START_SHARE", 0.3)  # a default share applies only without public inputs
+    assert resolve_warm_share(None, default_applies=True, unit="transition") == 0.3
     assert resolve_warm_share(None, default_applies=False, unit="transition") == 0.0
     assert resolve_warm_share(None, default_applies=True, unit="trajectory") == 0.0
+    monkeypatch.undo()
     for bad in (1.0, -0.1, True):
         with pytest.raises(PrivacyError, match="share of epsilon"):
             resolve_warm_share(bad, default_applies=True, unit="transition")

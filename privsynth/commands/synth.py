@@ -275,7 +275,7 @@ def _add_synthesize(p: argparse.ArgumentParser, *, out_required: bool = True) ->
     p.add_argument("--dp-normalizer", type=float, default=None, metavar="EPS",
                    help="no public data: EPS for a DP normaliser (schema: 1/16 of epsilon; 0: none)")
     p.add_argument("--warm-start", type=float, default=None, metavar="SHARE",
-                   help=f"no public data: SHARE of epsilon for DP self-pre-training ({WARM_START_SHARE:g}; 0: off)")
+                   help=f"no public data: SHARE of epsilon for DP self-pre-training ({WARM_START_SHARE:g}: off)")
     p.add_argument("--obs-bounds", default=None, metavar="LOW,HIGH",
                    help="without public data: observation bounds where the environment has none")
     p.add_argument("--reward-bounds", default=None, metavar="LOW,HIGH",

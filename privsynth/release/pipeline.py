@@ -106,7 +106,8 @@ def synthesize(
     * ``warm_start`` (PrivORL-n, no public data): spend this share of ``epsilon`` on a DP summary of the sensitive
       transitions (PrivSyn on the public bounds), pre-train on rows drawn from it (free), then DP fine-tune with the
       rest; every event on the ledger (:mod:`privsynth.synth.warmstart`). Default with no public data and no
-      pre-trained model at the transition unit: :data:`~privsynth.synth.warmstart.WARM_START_SHARE`; ``0``: off.
+      pre-trained model at the transition unit: :data:`~privsynth.synth.warmstart.WARM_START_SHARE` (0: off, as
+      measured on the umaze proxy, docs/transfer.md).
     * ``out_dataset``: a Minari id to write; the release guard refuses if the ledger's ε exceeds ``epsilon``.
       ``None``: nothing written, the guard's checks only (the benchmark's cells save the rows themselves); then
       ``n=0`` samples nothing (``result.dataset`` is None): the fine-tuned model alone, its ledger checked.
