@@ -83,7 +83,7 @@ _DESCRIPTION = ("release.description", "release.files.data/metadata.json.descrip
 
 
 def _privorl_n(unit: str, dp_normalizer: bool = False, next_state: str = "absolute", trainable: str = "all",
-               layout: str = "transitions"):
+               layout: str = "transitions", warm_start: float = 0.0):
     def run(sens: OfflineDataset, tmp: Path) -> dict:
         import dataclasses
 
@@ -93,7 +93,8 @@ def _privorl_n(unit: str, dp_normalizer: bool = False, next_state: str = "absolu
         if dp_normalizer:  # no public data: a DP normaliser within public bounds, charged to the ledger
             sens = dataclasses.replace(sens, info=dataclasses.replace(sens.info, action_low=[-1.0, -1.0],
                                                                       action_high=[1.0, 1.0]))
-            extra = dict(public=None, normalizer_epsilon=1.0, obs_bounds=(-10.0, 10.0), reward_bounds=(-5.0, 5.0))
+            extra = dict(public=None, normalizer_epsilon=1.0, obs_bounds=(-10.0, 10.0), reward_bounds=(-5.0, 5.0),
+                         warm_start=warm_start)  # 0: off (the default would warm-start without public data)
         else:
             extra = dict(public=[public_data()])
         cfg = tiny_config(next_state=next_state)
@@ -229,6 +230,12 @@ def _paths() -> list[ReleasingPath]:
     paths.append(ReleasingPath("release privorl-n dp-normaliser", _privorl_n("transition", dp_normalizer=True),
                                _sens_transitions, _SAMPLE + _DESCRIPTION + ("*.rows", "*normalizer.mean.*",
                                                                             "*normalizer.std.*"), slow=True))
+    # the warm start (issue 37): a PrivSyn summary (its bins, noisy selection and tables are DP outputs), a corpus of
+    # a fixed public size drawn from it, pre-training on it, DP-SGD with the rest
+    paths.append(ReleasingPath("release privorl-n dp-normaliser warm start",
+                               _privorl_n("transition", dp_normalizer=True, warm_start=0.3), _sens_transitions,
+                               _SAMPLE + _DESCRIPTION + ("*.rows", "*normalizer.mean.*", "*normalizer.std.*",
+                                                         "*.pairs.*", "*.sigmas.*"), slow=True))
     paths.append(ReleasingPath("release privorl-n dp-normaliser delta",  # DP statistics of the Δs rows
                                _privorl_n("transition", dp_normalizer=True, next_state="delta"), _sens_transitions,
                                _SAMPLE + _DESCRIPTION + ("*.rows", "*normalizer.mean.*", "*normalizer.std.*"),

@@ -140,7 +140,8 @@ def _registered_options(args: argparse.Namespace):
               "--sampler": args.sampler is not None, "--steps": args.steps is not None,
               "--checkpoint-every": args.checkpoint_every is not None, "--accountant": args.accountant is not None,
               "--noise-multiplicity": args.noise_multiplicity is not None,
-              "--finetune-curiosity": args.finetune_curiosity, "--dp-normalizer": args.dp_normalizer is not None}
+              "--finetune-curiosity": args.finetune_curiosity, "--dp-normalizer": args.dp_normalizer is not None,
+              "--warm-start": args.warm_start is not None}
     given = [k for k, v in only_n.items() if v]
     if given:
         raise InvalidData(f"{', '.join(given)} applies to privorl-n only, not to {args.synth}")
@@ -237,6 +238,7 @@ def run_synthesize(args: argparse.Namespace):
         topup=args.topup,
         episodes=args.episodes,
         layout=getattr(args, "layout", "transitions"),
+        warm_start=getattr(args, "warm_start", None),
     )
     if args.save_model:  # the fine-tuned model is a release too: through the guard, within the same budget
         from privsynth.privacy.guard import guarded_save_model
@@ -250,6 +252,7 @@ def run_synthesize(args: argparse.Namespace):
 
 def _add_synthesize(p: argparse.ArgumentParser, *, out_required: bool = True) -> None:
     from privsynth.synth.registry import names
+    from privsynth.synth.warmstart import WARM_START_SHARE
 
     p.add_argument("--synth", choices=names(), default="privorl-n", metavar="NAME",
                    help=f"{', '.join(names())}")
@@ -270,7 +273,9 @@ def _add_synthesize(p: argparse.ArgumentParser, *, out_required: bool = True) ->
     p.add_argument("--no-pretrain", action="store_true", help="DPDM ablation: no pre-training")
     p.add_argument("--workdir", default=None, metavar="DIR", help="stage checkpoints here; a rerun resumes")
     p.add_argument("--dp-normalizer", type=float, default=None, metavar="EPS",
-                   help="no public data: EPS of --epsilon for a DP normaliser (schema default 1/16; 0: bounds only)")
+                   help="no public data: EPS for a DP normaliser (schema: 1/16 of epsilon; 0: none)")
+    p.add_argument("--warm-start", type=float, default=None, metavar="SHARE",
+                   help=f"no public data: SHARE of epsilon for DP self-pre-training ({WARM_START_SHARE:g}: off)")
     p.add_argument("--obs-bounds", default=None, metavar="LOW,HIGH",
                    help="without public data: observation bounds where the environment has none")
     p.add_argument("--reward-bounds", default=None, metavar="LOW,HIGH",

@@ -76,6 +76,7 @@ def synthesize(
     topup: bool = True,
     episodes: int | None = None,
     layout: str = "transitions",
+    warm_start: float | None = None,
 ) -> SynthesisResult:
     """Any registered synthesizer end to end: pretrain (public) -> DP fine-tune (sensitive) -> sample -> guarded release.
 
@@ -102,6 +103,11 @@ def synthesize(
       (DPDM). With a schema and no public data or model it defaults to
       :data:`~privsynth.synth.scratch.SCRATCH_NORMALIZER_SHARE` of ``epsilon``; ``0`` spends nothing on it and
       normalises by the schema's bounds alone.
+    * ``warm_start`` (PrivORL-n, no public data): spend this share of ``epsilon`` on a DP summary of the sensitive
+      transitions (PrivSyn on the public bounds), pre-train on rows drawn from it (free), then DP fine-tune with the
+      rest; every event on the ledger (:mod:`privsynth.synth.warmstart`). Default with no public data and no
+      pre-trained model at the transition unit: :data:`~privsynth.synth.warmstart.WARM_START_SHARE` (0: off, as
+      measured on the umaze proxy, docs/transfer.md).
     * ``out_dataset``: a Minari id to write; the release guard refuses if the ledger's ε exceeds ``epsilon``.
       ``None``: nothing written, the guard's checks only (the benchmark's cells save the rows themselves); then
       ``n=0`` samples nothing (``result.dataset`` is None): the fine-tuned model alone, its ledger checked.
@@ -156,14 +162,15 @@ def synthesize(
     # what the request asks of the route, by capability (registry.Entry.capabilities), never by name
     asked = {"pretrained": ("pretrained", pretrained is not None), "pretrain=False": ("no_pretrain", not pretrain),
              "workdir": ("staged", workdir is not None), "normalizer_epsilon": ("dp_normalizer", normalizer_epsilon is not None),
-             "obs_bounds": ("dp_normalizer", obs_bounds is not None),
-             "reward_bounds": ("dp_normalizer", reward_bounds is not None)}
+             "obs_bounds": ("public_bounds", obs_bounds is not None),
+             "reward_bounds": ("public_bounds", reward_bounds is not None),
+             "warm_start": ("dp_normalizer", bool(warm_start))}
     caps = registry.entry(synth).capabilities
     if "staged" not in caps:
         return _synthesize_registered(
             synth, sensitive, public_list, epsilon=epsilon, delta=delta, unit=unit, n=n, preset=preset, config=config,
             out_dataset=out_dataset, overwrite=overwrite, progress=progress, t_all=t_all, postprocess=postprocess,
-            topup=topup, episodes=episodes, layout=layout,
+            topup=topup, episodes=episodes, layout=layout, obs_bounds=obs_bounds, reward_bounds=reward_bounds,
             unsupported={k: v for k, (cap, v) in asked.items() if cap not in caps})
     if config is None and preset is not None:
         config = registry.make(synth, preset=preset).config
@@ -218,6 +225,15 @@ def synthesize(
                           "(--schema) or its environment (--env-id)")
     if config is not None and not config.private and out_dataset is not None:
         raise PrivacyError("refusing to release the output of the no-privacy ablation as a dataset")
+    from privsynth.synth.warmstart import resolve_warm_share
+
+    if warm_start and (pubs or pretrained is not None):
+        raise InvalidData("the warm start is for runs without public data or a pre-trained model: drop one")
+    warm_share = resolve_warm_share(warm_start, unit=unit,
+                                    default_applies=(scratch or dp_norm) and not pubs and pretrained is None)
+    warm_epsilon = warm_share * epsilon
+    if warm_epsilon and epsilon - (normalizer_epsilon or 0.0) - warm_epsilon <= 0:
+        raise PrivacyError(f"the normaliser and the warm start spend all of epsilon {epsilon:g}: lower one")
 
     if done_fine is not None and done_fine.exists():
         print(f"resuming from {done_fine}: DP fine-tuning already done, sampling")
@@ -273,6 +289,9 @@ def synthesize(
                 synth.fit_public_stats(pubs)
             if done_pre is not None and pretrain:
                 synth.save(done_pre)
+        if warm_epsilon and (scratch or dp_norm):  # a DP summary -> a corpus (free) -> pre-training on it (free)
+            _warm_start(synth, sens, None if sens.info.schema is not None else bounds, epsilon=warm_epsilon,
+                        delta=delta, unit=unit, progress=progress)
         seconds["pretrain"] = time.perf_counter() - t0
         if postprocess:  # filters that keep no public row would refuse the release after the budget is spent
             from privsynth.release.salvage import check_filters_can_keep
@@ -282,7 +301,8 @@ def synthesize(
         t0 = time.perf_counter()
         record_dp_request(synth.config, epsilon, delta, unit)
         # with a DP normaliser, DP-SGD gets what is left; the guard checks the composed total against epsilon
-        synth.finetune(sens, epsilon - (normalizer_epsilon or 0.0), delta, unit, progress=progress)
+        synth.finetune(sens, epsilon - (normalizer_epsilon or 0.0) - (warm_epsilon if synth.warm_events else 0.0),
+                       delta, unit, progress=progress)
         seconds["finetune"] = time.perf_counter() - t0
         if done_fine is not None:
             _save_stage(synth, done_fine, epsilon, delta)
@@ -335,8 +355,11 @@ def _synthesize_registered(
     topup: bool = True,
     episodes: int | None = None,
     layout: str = "transitions",
+    obs_bounds: tuple[float, float] | None = None,
+    reward_bounds: tuple[float, float] | None = None,
 ) -> SynthesisResult:
-    """make -> fit -> sample -> guarded release for a registered synthesizer without the staged capability."""
+    """make -> fit -> sample -> guarded release for a registered synthesizer without the staged capability; without
+    public data, one with the ``public_bounds`` capability takes its grid from the environment's bounds."""
     from privsynth.synth import registry
 
     given = [k for k, v in unsupported.items() if v]
@@ -344,10 +367,21 @@ def _synthesize_registered(
         have = [n for n, e in ((n, registry.entry(n)) for n in registry.names()) if "staged" in e.capabilities]
         raise InvalidData(f"{', '.join(given)} is available for {', '.join(have) or 'no registered synthesizer'} "
                           f"only, not for {name}")
-    if not public_list:
+    bounded = not public_list and "public_bounds" in registry.entry(name).capabilities
+    if not public_list and not bounded:
         raise InvalidData(f"{name} needs public data (pre-training, bins, normaliser): pass public datasets")
     synth = registry.make(name, preset=preset or "cpu", config=config)  # bad presets/settings: before the data
     sens = as_dataset(sensitive).mark_sensitive(True)
+    if bounded:  # the grid from public facts only (the schema, or the environment's spaces and the given bounds)
+        from privsynth.release.support import environment_schema
+        from privsynth.synth.warmstart import column_grid
+
+        schema = sens.info.schema or environment_schema(sens.info, sens.obs_dim, sens.act_dim, obs_bounds=obs_bounds,
+                                                        reward_bounds=reward_bounds)
+        if schema is None:
+            raise InvalidData(f"{name} without public data needs a schema or an environment: pass public datasets")
+        synth.grid_from_bounds(column_grid(schema), sens.obs_dim, sens.act_dim,
+                               "schema bounds" if sens.info.schema else f"{sens.info.env_id} spaces and reward bounds")
     Budget(epsilon, delta, unit).check_dataset(sens)
     from privsynth.data.minari_io import check_env_spaces
 
@@ -359,7 +393,8 @@ def _synthesize_registered(
     record_dp_request(synth.config, epsilon, delta, unit)
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
-    registry.pretrain(synth, pubs, progress=progress)  # registry.fit's first step, timed on its own
+    if pubs:  # registry.fit's first step, timed on its own
+        registry.pretrain(synth, pubs, progress=progress)
     t1 = time.perf_counter()
     registry.fit(synth, sens, public=None, epsilon=epsilon, delta=delta, unit=unit, progress=progress)
     t2 = time.perf_counter()
@@ -382,6 +417,22 @@ def _synthesize_registered(
     seconds["total"] = time.perf_counter() - t_all
     return SynthesisResult(dataset=ds, ledger=synth.ledger, synthesizer=synth, dataset_id=out_dataset, epsilon=spent,
                            seconds=seconds, warnings=warnings)
+
+
+def _warm_start(synth: TransitionSynthesizer, sens: OfflineDataset, bounds: Any, *, epsilon: float, delta: float,
+                unit: str, progress: bool) -> None:
+    """The warm start (:mod:`privsynth.synth.warmstart`): a PrivSyn summary of ``sens`` at ``epsilon`` on the public
+    grid of its schema (else the normaliser's public ``bounds``), a corpus drawn from it, pre-training on the corpus
+    only; the events wait for the ledger."""
+    from privsynth.synth.warmstart import column_grid, warm_corpus
+
+    if sens.info.schema is not None:
+        grid = column_grid(sens.info.schema)
+    else:  # stored columns bounded by the environment's spaces and the given bounds; the terminal flag is 0/1
+        grid = (bounds[0], bounds[1], [None] * (len(bounds[0]) - 1) + [[0.0, 1.0]])
+    corpus, events = warm_corpus(sens, grid, epsilon=epsilon, delta=delta, unit=unit,
+                                 noise_seed=synth.config.noise_seed, seed=synth.config.seed)
+    synth.warm_start(corpus, events, progress=progress)
 
 
 def _laid_out(ds: OfflineDataset, layout: str, unit: str, seconds: dict[str, float]) -> OfflineDataset:

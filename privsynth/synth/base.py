@@ -379,7 +379,7 @@ class NetworkSynthesizer(Synthesizer):
 
     def _open_ledger(self, unit: str, accountant: str, delta: float) -> Any:
         """The ledger of this synthesizer, created on the first DP fine-tune: public data, then the DP normaliser's
-        event (if any; it is a release about the sensitive data, not public data)."""
+        event and the warm start's summary events (if any; releases about the sensitive data, not public data)."""
         from privsynth.privacy.ledger import Ledger
 
         if self._ledger is None:
@@ -390,6 +390,7 @@ class NetworkSynthesizer(Synthesizer):
             self._ledger = Ledger(unit=unit, accountant=accountant, delta=float(delta), public_data=public)
             if dp_norm:
                 self._ledger.append(self.normalizer_event)
+            self._ledger.extend(list(getattr(self, "warm_events", [])))
         return self._ledger
 
     @property

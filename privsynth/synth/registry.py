@@ -65,11 +65,12 @@ class Entry:
     # optional capabilities of the release route (privsynth.release.synthesize), asked for by name, never inferred
     # from the synthesizer's name: "staged" (pre-train / fine-tune stages in a workdir, resumable), "pretrained" (start
     # from a shipped or saved public checkpoint), "no_pretrain" (the DPDM ablation), "dp_normalizer" (a DP normaliser
-    # within public bounds when there is no public data)
+    # within public bounds when there is no public data), "public_bounds" (without public data: the environment's bounds,
+    # --obs-bounds and --reward-bounds fix what public data would)
     capabilities: frozenset[str] = frozenset()
 
 
-CAPABILITIES = frozenset({"staged", "pretrained", "no_pretrain", "dp_normalizer"})
+CAPABILITIES = frozenset({"staged", "pretrained", "no_pretrain", "dp_normalizer", "public_bounds"})
 
 
 def _transition_tiny() -> Any:
@@ -178,7 +179,8 @@ REGISTRY: dict[str, Entry] = {
         Entry("pgm", "MST selection + Private-PGM marginals", ("transition",), _build_baseline("pgm"), extra="pgm",
               formats=("pgm",), loader=_load_baseline("pgm")),
         Entry("privsyn", "PrivSyn: DP marginals + gradually updated synthetic data", ("transition",),
-              _build_baseline("privsyn"), formats=("privsyn",), loader=_load_baseline("privsyn")),
+              _build_baseline("privsyn"), formats=("privsyn",), loader=_load_baseline("privsyn"),
+              capabilities=frozenset({"public_bounds"})),
         Entry("pategan", "PATE-GAN: teacher-vote DP discriminator", ("transition",), _build_baseline("pategan"),
               formats=("pategan",), loader=_load_baseline("pategan")),
         Entry("prepategan", "PATE-GAN with a generator pre-trained on public data", ("transition",),

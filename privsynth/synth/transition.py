@@ -154,6 +154,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
         self.last_finetune_loss: float | None = None
         self.discrete_values: dict[int, list[float]] = {}  # column -> value set, learnt from public data only
         self.codec: RowCodec | None = None  # the data's declared schema: discrete columns one-hot (public metadata)
+        self.warm_events: list[Any] = []  # DP summary events behind a warm start (privsynth.synth.warmstart)
 
     # ------------------------------------------------------------------------------------------------ building
     def _build(self, obs_dim: int, act_dim: int, template: DatasetInfo) -> None:
@@ -236,6 +237,24 @@ class TransitionSynthesizer(NetworkSynthesizer):
             progress=progress,
             checkpoint=Path(checkpoint) if checkpoint else None,
         )
+        return self
+
+    def warm_start(self, corpus: OfflineDataset, events: list[Any], *, progress: bool = True) -> "TransitionSynthesizer":
+        """Pre-train on ``corpus``, rows drawn from a DP summary of the sensitive data whose accounted ``events`` are
+        charged to this synthesizer's ledger at its first DP fine-tune (:mod:`privsynth.synth.warmstart`). The
+        normaliser stays as it is (public bounds or DP); a corpus marked sensitive (raw rows) is refused."""
+        refuse_sensitive(corpus, "warm-start a synthesizer")
+        if not events:
+            raise PrivacyError("a warm-start corpus needs the ledger events of the DP summary it was drawn from")
+        if self._ledger is not None:
+            raise PrivacyError("warm start after a DP fine-tune: the summary's cost could not be charged first")
+        if self.model is None or self.normalizer is None:
+            raise InvalidData("build the synthesizer and its normaliser before the warm start")
+        self._check_data(corpus)
+        x = torch.as_tensor(self.normalizer.normalize(self._rows(corpus)))
+        self.warm_events = list(events)
+        self._train_plain(x, self.config.pretrain, phase="warm_start", curiosity=False, progress=progress)
+        self.history[-1]["rows"] = int(x.shape[0])  # a public constant (the corpus size asked for)
         return self
 
     def fit_public_stats(self, public: OfflineDataset | Sequence[OfflineDataset]) -> "TransitionSynthesizer":

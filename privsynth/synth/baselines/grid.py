@@ -36,6 +36,15 @@ class GridBaseline(BaselineSynthesizer):
         self.public_data += [p.info.name for p in pubs]
         return self
 
+    def grid_from_bounds(self, grid: tuple[Any, Any, list], obs_dim: int, act_dim: int, source: str) -> "GridBaseline":
+        """No public data: the grid from public bounds and categorical supports per stored column
+        (:func:`privsynth.synth.warmstart.column_grid`, e.g. an environment's spaces), named ``source`` on the card."""
+        self.obs_dim, self.act_dim = obs_dim, act_dim
+        self.discretizer = Discretizer.from_bounds(grid[0], grid[1], categories=grid[2], fine_bins=self.config.fine_bins,
+                                                   names=column_names(obs_dim, act_dim))
+        self.public_data.append(f"bins: {source}")
+        return self
+
     def _require_grid(self) -> Discretizer:
         if self.discretizer is None:
             raise InvalidData(f"{self.label} needs public data for its bins: call pretrain(public) first")
