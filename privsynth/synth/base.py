@@ -220,10 +220,9 @@ class NetworkSynthesizer(Synthesizer):
 
     def _freeze_except(self, module: Any, trainable: str, head: Any = None,
                        adapters: Any = None) -> tuple[str, list[Any]]:
-        """Partial DP fine-tuning (fewer noised dimensions, Yu et al. 2021): ``requires_grad=False`` on the parameters
-        of ``module`` that keep their pre-trained values. ``trainable``: ``"all"``, ``"bias_norm"`` (biases and norms),
-        ``"head"`` (the modules in ``head``) or ``"lora"`` (the ``adapters`` of :func:`privsynth.synth.lora.attach`,
-        biases and norms). Without trained weights every parameter trains. Returns (what trains, the frozen ones)."""
+        """Partial DP fine-tuning (Yu et al. 2021): ``requires_grad=False`` on what keeps its pre-trained value.
+        ``trainable``: ``all``, ``bias_norm``, ``head`` (the modules in ``head``) or ``lora`` (the ``adapters`` of
+        :func:`privsynth.synth.lora.attach`, biases, norms). Untrained: all. Returns (what trains, the frozen)."""
         allowed = ["'all'", "'bias_norm'"] + ["'head'"] * (head is not None) + ["'lora'"] * (adapters is not None)
         if f"'{trainable}'" not in allowed:
             raise InvalidData(f"unknown trainable setting '{trainable}': choose {', '.join(allowed[:-1])} or {allowed[-1]}")
