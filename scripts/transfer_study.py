@@ -48,6 +48,7 @@ def main() -> None:
     ap.add_argument("--sensitive-steps", type=int, default=20_000,
                     help="size of the sensitive set (the suites use 20k; a larger one tests how N changes the cost of DP)")
     ap.add_argument("--epsilon", type=float, default=10.0)
+    ap.add_argument("--delta", type=float, default=1e-5, help="below 1/N (1e-6 for --sensitive-steps 200000)")
     ap.add_argument("--updates", type=int, default=20_000)
     args = ap.parse_args()
 
@@ -82,12 +83,12 @@ def main() -> None:
         elif sched.get("ft", 1.0) and cfg.private:  # the DP row: through the one release route, writing nothing
             from privsynth.release import synthesize
 
-            res = synthesize(sens, epsilon=args.epsilon, delta=1e-5, unit="transition", pretrained=synth, n=n_rows,
+            res = synthesize(sens, epsilon=args.epsilon, delta=args.delta, unit="transition", pretrained=synth, n=n_rows,
                              out_dataset=None, progress=False)
             rows = res.dataset
         else:
             if sched.get("ft", 1.0):  # dp=0: the no-DP control, never released
-                synth.finetune(sens, args.epsilon, 1e-5, "transition", progress=False)
+                synth.finetune(sens, args.epsilon, args.delta, "transition", progress=False)
             else:  # ft=0: the public model alone, labelled with the sensitive set's (public) environment
                 synth.adopt_environment(sens.info)
             rows = registry.sample(synth, n_transitions=n_rows, seed=seed)
@@ -98,7 +99,7 @@ def main() -> None:
             rows, stats = postprocess(rows, environment=sens.info, **step_options("clip,resimulate,reward"))
             post = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
         ft = time.time() - t0
-        out = {"env": args.env, "sensitive_steps": args.sensitive_steps, "schedule": sched,
+        out = {"env": args.env, "sensitive_steps": args.sensitive_steps, "delta": args.delta, "schedule": sched,
                "denoiser": f"{cfg.denoiser.width}x{cfg.denoiser.depth}",
                "epsilon": "real" if sched.get("real") else (
                    (args.epsilon if cfg.private else None) if sched.get("ft", 1.0) else 0.0),
