@@ -199,15 +199,15 @@ NOISY_SIGMA = 1.5  # between the two noise multipliers the transfer proxies meas
 def noise_hint(synth: Any) -> str | None:
     """A hint when the last DP fine-tune ran at a noise multiplier of at least :data:`NOISY_SIGMA`: on the transfer
     proxies a release fine-tuned at σ 2.25 (ε 10, 20k transitions) closed 0.03-0.16 of the gap between the public
-    model and the real data, one at σ 0.63 (200k transitions, the same steps) 0.41-0.56. Reads σ from the run's
-    history (a function of ε, the schedule and the DP unit count); no count is printed."""
+    model and the real data; at σ 0.63 (200k transitions, the same steps) Hopper's two releases closed 0.41 and 0.05.
+    Reads σ from the run's history (a function of ε, the schedule and the DP unit count); no count is printed."""
     runs = [h for h in getattr(synth, "history", []) if h.get("phase") == "finetune" and h.get("private")]
     sigma = runs[-1].get("noise_multiplier") if runs else None
     if sigma is None or sigma < NOISY_SIGMA:
         return None
     return (f"the DP fine-tune ran at noise multiplier {sigma:.2f}; on the transfer proxies, releases at 2.25 "
-            "carried little of what the public data lacked and at 0.63 about half (docs/transfer.md, 'Third round'): "
-            "more sensitive units or a larger epsilon lower it")
+            "carried little of what the public data lacked, and at 0.63 one of two closed about half "
+            "(docs/transfer.md, 'Third round'): more sensitive units or a larger epsilon lower it")
 
 
 def run_synthesize(args: argparse.Namespace):
