@@ -78,18 +78,20 @@ def main() -> None:
         cfg.seed = seed
         t0 = time.time()
         n_rows = int(sched.get("rows", 50_000))
-        if sched.get("real"):  # the real row: agents trained on the sensitive set itself (our own rollout)
+        # the row, decided once: the real data, a DP release, the no-DP control or the public model alone
+        kind = ("real" if sched.get("real") else "public" if not sched.get("ft", 1.0)
+                else "dp" if cfg.private else "nodp")
+        if kind == "real":  # agents trained on the sensitive set itself (our own rollout)
             rows = sens
-        elif sched.get("ft", 1.0) and cfg.private:  # the DP row: through the one release route, writing nothing
+        elif kind == "dp":  # through the one release route, writing nothing
             from privsynth.release import synthesize
 
-            res = synthesize(sens, epsilon=args.epsilon, delta=args.delta, unit="transition", pretrained=synth, n=n_rows,
-                             out_dataset=None, progress=False)
-            rows = res.dataset
+            rows = synthesize(sens, epsilon=args.epsilon, delta=args.delta, unit="transition", pretrained=synth,
+                              n=n_rows, out_dataset=None, progress=False).dataset
         else:
-            if sched.get("ft", 1.0):  # dp=0: the no-DP control, never released
+            if kind == "nodp":  # the no-DP control, never released
                 synth.finetune(sens, args.epsilon, args.delta, "transition", progress=False)
-            else:  # ft=0: the public model alone, labelled with the sensitive set's (public) environment
+            else:  # the public model alone, labelled with the sensitive set's (public) environment
                 synth.adopt_environment(sens.info)
             rows = registry.sample(synth, n_transitions=n_rows, seed=seed)
         post = {}
@@ -101,9 +103,10 @@ def main() -> None:
         ft = time.time() - t0
         out = {"env": args.env, "sensitive_steps": args.sensitive_steps, "delta": args.delta, "schedule": sched,
                "denoiser": f"{cfg.denoiser.width}x{cfg.denoiser.depth}",
-               "epsilon": "real" if sched.get("real") else (
-                   (args.epsilon if cfg.private else None) if sched.get("ft", 1.0) else 0.0),
-               "dp_steps": synth.history[-1]["steps"] if sched.get("ft", 1.0) and not sched.get("real") else 0, "finetune_and_sample_s": round(ft, 1), "postprocess": post}
+               "epsilon": {"real": "real", "public": 0.0, "dp": args.epsilon, "nodp": None}[kind],
+               "dp_steps": synth.history[-1]["steps"] if kind in ("dp", "nodp") else 0,
+               "noise_multiplier": synth.history[-1].get("noise_multiplier") if kind == "dp" else None,
+               "finetune_and_sample_s": round(ft, 1), "postprocess": post}
         for agent, real, public in zip(agents, args.real, args.public):
             runs = train_batched([AgentJob(rows, sens.info, s) for s in (0, 1, 2)], agent, num_updates=args.updates,
                                  eval_every=2000, eval_episodes=5, final_k=3, progress=False)

@@ -164,7 +164,7 @@ def synthesize(
              "workdir": ("staged", workdir is not None), "normalizer_epsilon": ("dp_normalizer", normalizer_epsilon is not None),
              "obs_bounds": ("public_bounds", obs_bounds is not None),
              "reward_bounds": ("public_bounds", reward_bounds is not None),
-             "warm_start": ("dp_normalizer", bool(warm_start))}
+             "warm_start": ("warm_start", bool(warm_start))}
     caps = registry.entry(synth).capabilities
     if "staged" not in caps:
         return _synthesize_registered(
@@ -290,8 +290,8 @@ def synthesize(
             if done_pre is not None and pretrain:
                 synth.save(done_pre)
         if warm_epsilon and (scratch or dp_norm):  # a DP summary -> a corpus (free) -> pre-training on it (free)
-            _warm_start(synth, sens, None if sens.info.schema is not None else bounds, epsilon=warm_epsilon,
-                        delta=delta, unit=unit, progress=progress)
+            _warm_start(synth, sens, obs_bounds, reward_bounds, epsilon=warm_epsilon, delta=delta, unit=unit,
+                        progress=progress)
         seconds["pretrain"] = time.perf_counter() - t0
         if postprocess:  # filters that keep no public row would refuse the release after the budget is spent
             from privsynth.release.salvage import check_filters_can_keep
@@ -373,15 +373,12 @@ def _synthesize_registered(
     synth = registry.make(name, preset=preset or "cpu", config=config)  # bad presets/settings: before the data
     sens = as_dataset(sensitive).mark_sensitive(True)
     if bounded:  # the grid from public facts only (the schema, or the environment's spaces and the given bounds)
-        from privsynth.release.support import environment_schema
-        from privsynth.synth.warmstart import column_grid
+        from privsynth.synth.warmstart import public_grid
 
-        schema = sens.info.schema or environment_schema(sens.info, sens.obs_dim, sens.act_dim, obs_bounds=obs_bounds,
-                                                        reward_bounds=reward_bounds)
-        if schema is None:
+        found = public_grid(sens.info, sens.obs_dim, sens.act_dim, obs_bounds=obs_bounds, reward_bounds=reward_bounds)
+        if found is None:
             raise InvalidData(f"{name} without public data needs a schema or an environment: pass public datasets")
-        synth.grid_from_bounds(column_grid(schema), sens.obs_dim, sens.act_dim,
-                               "schema bounds" if sens.info.schema else f"{sens.info.env_id} spaces and reward bounds")
+        synth.grid_from_bounds(found[0], sens.obs_dim, sens.act_dim, found[1])
     Budget(epsilon, delta, unit).check_dataset(sens)
     from privsynth.data.minari_io import check_env_spaces
 
@@ -419,18 +416,17 @@ def _synthesize_registered(
                            seconds=seconds, warnings=warnings)
 
 
-def _warm_start(synth: TransitionSynthesizer, sens: OfflineDataset, bounds: Any, *, epsilon: float, delta: float,
-                unit: str, progress: bool) -> None:
+def _warm_start(synth: TransitionSynthesizer, sens: OfflineDataset, obs_bounds: Any, reward_bounds: Any, *,
+                epsilon: float, delta: float, unit: str, progress: bool) -> None:
     """The warm start (:mod:`privsynth.synth.warmstart`): a PrivSyn summary of ``sens`` at ``epsilon`` on the public
-    grid of its schema (else the normaliser's public ``bounds``), a corpus drawn from it, pre-training on the corpus
-    only; the events wait for the ledger."""
-    from privsynth.synth.warmstart import column_grid, warm_corpus
+    grid of its schema or environment (:func:`~privsynth.synth.warmstart.public_grid`, as PrivSyn without public data
+    uses), a corpus drawn from it, pre-training on the corpus only; the events wait for the ledger."""
+    from privsynth.synth.warmstart import public_grid, warm_corpus
 
-    if sens.info.schema is not None:
-        grid = column_grid(sens.info.schema)
-    else:  # stored columns bounded by the environment's spaces and the given bounds; the terminal flag is 0/1
-        grid = (bounds[0], bounds[1], [None] * (len(bounds[0]) - 1) + [[0.0, 1.0]])
-    corpus, events = warm_corpus(sens, grid, epsilon=epsilon, delta=delta, unit=unit,
+    found = public_grid(sens.info, sens.obs_dim, sens.act_dim, obs_bounds=obs_bounds, reward_bounds=reward_bounds)
+    if found is None:
+        raise InvalidData("the warm start needs a schema or an environment for its public grid")
+    corpus, events = warm_corpus(sens, found[0], epsilon=epsilon, delta=delta, unit=unit,
                                  noise_seed=synth.config.noise_seed, seed=synth.config.seed)
     synth.warm_start(corpus, events, progress=progress)
 

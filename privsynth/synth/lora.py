@@ -4,7 +4,7 @@ DP-SGD adds noise of norm about σC·√d / B to the mean gradient of d trained 
 mean less noise for the same privacy. ``dp.trainable = "lora"`` keeps every pre-trained weight matrix W frozen and
 trains ``W + (α/r)·U·D`` instead, with D (r × in, default initialisation) and U (out × r, zero at the start, so the
 fine-tune starts from the pre-trained function), plus every bias and LayerNorm parameter. On the ``cpu`` denoiser of
-Walker2d's 42-dim rows that is about 21 k trained numbers instead of 201 k.
+Walker2d's 42-dim rows that is 20,946 trained numbers instead of 201,258.
 
 The adapters are two ``nn.Linear`` layers without bias, so the book-keeping clipper (:mod:`privsynth.privacy.fastclip`)
 and Opacus see ordinary layers. After the fine-tune :func:`merge` folds ``(α/r)·U·D`` into W and removes them: the

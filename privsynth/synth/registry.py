@@ -66,11 +66,12 @@ class Entry:
     # from the synthesizer's name: "staged" (pre-train / fine-tune stages in a workdir, resumable), "pretrained" (start
     # from a shipped or saved public checkpoint), "no_pretrain" (the DPDM ablation), "dp_normalizer" (a DP normaliser
     # within public bounds when there is no public data), "public_bounds" (without public data: the environment's bounds,
-    # --obs-bounds and --reward-bounds fix what public data would)
+    # --obs-bounds and --reward-bounds fix what public data would), "warm_start" (without public data: pre-training
+    # on rows drawn from an accounted DP summary, privsynth.synth.warmstart)
     capabilities: frozenset[str] = frozenset()
 
 
-CAPABILITIES = frozenset({"staged", "pretrained", "no_pretrain", "dp_normalizer", "public_bounds"})
+CAPABILITIES = frozenset({"staged", "pretrained", "no_pretrain", "dp_normalizer", "public_bounds", "warm_start"})
 
 
 def _transition_tiny() -> Any:

@@ -12,17 +12,16 @@ measured on a public proxy (PointMaze umaze, docs/transfer.md) the warm start lo
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
-import dp_accounting as dpa
 import numpy as np
 
 from privsynth.data.dataset import OfflineDataset
 from privsynth.errors import InvalidData, PrivacyError
+from privsynth.privacy.accounting import zcdp_gaussian_sigma
 from privsynth.privacy.events import LedgerEvent
 
-__all__ = ["WARM_START_SHARE", "WARM_CORPUS_ROWS", "column_grid", "warm_corpus", "gaussian_events",
+__all__ = ["WARM_START_SHARE", "WARM_CORPUS_ROWS", "column_grid", "public_grid", "warm_corpus", "gaussian_events",
            "resolve_warm_share"]
 
 WARM_START_SHARE = 0.0  # of epsilon, by default when nothing public exists: off. Measured on the public umaze proxy
@@ -69,6 +68,26 @@ def column_grid(schema: Any) -> tuple[np.ndarray, np.ndarray, list[list[float] |
     return np.asarray(low), np.asarray(high), cats
 
 
+def public_grid(info: Any, obs_dim: int, act_dim: int, *, obs_bounds: tuple[float, float] | None = None,
+                reward_bounds: tuple[float, float] | None = None) -> tuple[tuple[Any, Any, list], str] | None:
+    """``(grid, source)`` for a grid baseline or the warm start without public data, from public facts only: the
+    declared schema, else the environment's (:func:`privsynth.release.support.environment_schema`: its spaces,
+    ``obs_bounds`` where they have none, and the reward bounds), else, with no environment, the given bounds and the
+    action box (:func:`privsynth.release.support.normaliser_bounds`, every column continuous but the terminal flag);
+    None when no reward bounds are known there either."""
+    from privsynth.release.support import environment_schema, normaliser_bounds
+
+    if info.schema:
+        return column_grid(info.schema), "schema bounds"
+    schema = environment_schema(info, obs_dim, act_dim, obs_bounds=obs_bounds, reward_bounds=reward_bounds)
+    if schema is not None:
+        return column_grid(schema), f"{info.env_id} spaces and reward bounds"
+    if reward_bounds is None:
+        return None
+    low, high = normaliser_bounds(info, obs_dim, act_dim, obs_bounds=obs_bounds, reward_bounds=reward_bounds)
+    return (low, high, [None] * (len(low) - 1) + [[0.0, 1.0]]), "given bounds"
+
+
 def gaussian_events(events: list[LedgerEvent]) -> list[LedgerEvent]:
     """PrivSyn's ledger events with each zCDP event of Gaussian measurements (the pair marginals) written as the one
     Gaussian mechanism with the same privacy loss (σ = 1/√(2ρ) at sensitivity 1: composed Gaussians are exactly a
@@ -79,10 +98,8 @@ def gaussian_events(events: list[LedgerEvent]) -> list[LedgerEvent]:
             if "sigmas" not in ev.params or ev.params.get("xi", 0.0):
                 raise PrivacyError(f"event '{ev.name}' is not a set of Gaussian measurements: cannot convert it")
             rho = float(ev.params["rho"])
-            sigma = 1.0 / math.sqrt(2.0 * rho)
             params = {k: v for k, v in ev.params.items() if k not in ("rho", "xi", "sensitivity")}
-            ev = LedgerEvent(ev.name, "gaussian", dpa.GaussianDpEvent(sigma),
-                             params=dict(sigma=sigma, sensitivity=1.0, count=1, rho=rho, **params))
+            ev = LedgerEvent.gaussian(ev.name, sigma=zcdp_gaussian_sigma(1.0, rho), sensitivity=1.0, rho=rho, **params)
         out.append(ev)
     return out
 
@@ -93,17 +110,13 @@ def warm_corpus(sensitive: OfflineDataset, grid: tuple[Any, Any, list[list[float
     """``(corpus, events)``: a PrivSyn summary of ``sensitive`` at (``epsilon``, ``delta``) on the public ``grid``
     (low, high, categorical supports per stored column: :func:`column_grid`), and ``rows`` transitions drawn from it (post-processing). ``events`` (Gaussian,
     :func:`gaussian_events`) must go to the release's ledger. The corpus is a DP output, not marked sensitive."""
-    from privsynth.synth.baselines.discretize import Discretizer, column_names
     from privsynth.synth.baselines.privsyn import PrivSynConfig, PrivSynSynthesizer
 
-    low, high, cats = grid
-    if len(low) != sensitive.obs_dim * 2 + sensitive.act_dim + 2:
-        raise InvalidData(f"the schema describes {len(low)} transition columns, the data has "
+    if len(grid[0]) != sensitive.obs_dim * 2 + sensitive.act_dim + 2:
+        raise InvalidData(f"the schema describes {len(grid[0])} transition columns, the data has "
                           f"{sensitive.obs_dim * 2 + sensitive.act_dim + 2}")
-    cfg = PrivSynConfig(noise_seed=noise_seed, seed=seed)
-    summary = PrivSynSynthesizer(cfg)
-    summary.discretizer = Discretizer.from_bounds(low, high, categories=cats, fine_bins=cfg.fine_bins,
-                                                  names=column_names(sensitive.obs_dim, sensitive.act_dim))
+    summary = PrivSynSynthesizer(PrivSynConfig(noise_seed=noise_seed, seed=seed))
+    summary.grid_from_bounds(grid, sensitive.obs_dim, sensitive.act_dim, "public bounds")
     summary.finetune(sensitive, float(epsilon), float(delta), unit)
     corpus = summary.sample(int(rows), name=f"{sensitive.info.name}-warm-corpus")
     assert summary.ledger is not None
