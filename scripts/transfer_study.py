@@ -7,14 +7,19 @@ kind (20k updates, batched) and print the share of the public-to-real gap closed
     OMP_NUM_THREADS=1 python scripts/transfer_study.py --env hopper --agent iql --agent td3bc \
         --checkpoint PATH --real 62.2 --real 69.1 --public 1.4 --public 2.5 --schedule epochs=150
 
-Schedule keys: epochs, lr, batch (DP fine-tune), clip (max_grad_norm), ema (EMA decay), lora (rank R of low-rank adapters
-plus biases and norms instead of every parameter: dp.trainable = "lora"), seed (synthesizer seed:
-initial noise of the fine-tune and the sampler), rows (synthetic rows sampled), dp=0 (the same fine-tune without
-clipping or noise: the no-DP control), real=1 (agents on the sensitive set itself: the real row), post=1 (actions clipped, s', reward and terminal recomputed by the public
-simulator from each synthetic (s, a): post-processing, free under DP), ft=0 (no fine-tune: the public model
-alone, the control row). The pre-trained checkpoint and the real / public-alone scores (one per
---agent, in the same order) come from `evaluation/suites/transfer_<env>.yaml` (its pretrain artifact and its
-agent_real / agent_public cells). Every dataset is our own public rollout; nothing here reads a data holder's data.
+Schedule keys: epochs, lr, batch (DP fine-tune), clip (max_grad_norm), ema (EMA decay), lora (rank R of low-rank
+adapters plus biases and norms instead of every parameter: dp.trainable = "lora"), seed (synthesizer seed: initial
+noise of the fine-tune and the sampler), rows (synthetic rows sampled), dp=0 (the same fine-tune without clipping or
+noise: the no-DP control), real=1 (agents on the sensitive set itself: the real row), ft=0 (no fine-tune: the public
+model alone, the control row), post=N (post-processing, free under DP): 1 actions clipped, s', reward and terminal
+recomputed by the public simulator from each (s, a); 2 only the terminal flag recomputed from each row's own s' by
+the environment's rule; 3 as 2, and rows starting in a state the environment ends episodes in dropped; 4 = 1 and 3.
+
+--rows-from reads the rows an earlier run wrote with --save instead of a new fine-tune, so post=N measures
+post-processing on that very release (paired); --diagnose records each row's data checks. The pre-trained
+checkpoint and the real / public-alone scores (one per --agent, in the same order) come from
+`evaluation/suites/transfer_<env>.yaml` (its pretrain artifact and its agent_real / agent_public cells). Every dataset
+is our own public rollout; nothing here reads a data holder's data.
 """
 from __future__ import annotations
 
@@ -50,6 +55,11 @@ def main() -> None:
     ap.add_argument("--epsilon", type=float, default=10.0)
     ap.add_argument("--delta", type=float, default=1e-5, help="below 1/N (1e-6 for --sensitive-steps 200000)")
     ap.add_argument("--updates", type=int, default=20_000)
+    ap.add_argument("--diagnose", action="store_true",
+                    help="record each row's data checks against the sensitive set (simulator replay of s', reward and "
+                         "terminal agreement, terminal rate, k-NN policy R^2 on real states): what separates releases")
+    ap.add_argument("--rows-from", default=None, help="an .npz of --save: reuse that release's rows (no fine-tune)")
+    ap.add_argument("--save", default=None, help="directory: write each row's rows as <label>.npz (for later checks)")
     args = ap.parse_args()
 
     from privsynth.data.locomotion.generate import LocomotionConfig, generate_locomotion
@@ -79,9 +89,21 @@ def main() -> None:
         t0 = time.time()
         n_rows = int(sched.get("rows", 50_000))
         # the row, decided once: the real data, a DP release, the no-DP control or the public model alone
-        kind = ("real" if sched.get("real") else "public" if not sched.get("ft", 1.0)
+        kind = ("saved" if args.rows_from else "real" if sched.get("real") else "public" if not sched.get("ft", 1.0)
                 else "dp" if cfg.private else "nodp")
-        if kind == "real":  # agents trained on the sensitive set itself (our own rollout)
+        if kind == "saved":  # an earlier release of this script, read as plain arrays
+            import dataclasses
+
+            from privsynth.data.dataset import OfflineDataset
+
+            arrays = np.load(args.rows_from)
+            n = len(arrays["actions"])
+            rows = OfflineDataset(
+                observations=arrays["observations"], actions=arrays["actions"], rewards=arrays["rewards"],
+                next_observations=arrays["next_observations"], terminals=arrays["terminals"].astype(bool),
+                timeouts=~arrays["terminals"].astype(bool), episode_ids=np.arange(n),
+                info=dataclasses.replace(sens.info, name="saved-release", sensitive=False))
+        elif kind == "real":  # agents trained on the sensitive set itself (our own rollout)
             rows = sens
         elif kind == "dp":  # through the one release route, writing nothing
             from privsynth.release import synthesize
@@ -95,18 +117,31 @@ def main() -> None:
                 synth.adopt_environment(sens.info)
             rows = registry.sample(synth, n_transitions=n_rows, seed=seed)
         post = {}
-        if sched.get("post"):  # free: the public simulator recomputes s', r and the terminal flag from (s, a)
+        if sched.get("post"):  # free: a function of the rows and the public environment only
             from privsynth.release.postprocess import postprocess, step_options
 
-            rows, stats = postprocess(rows, environment=sens.info, **step_options("clip,resimulate,reward"))
+            steps = {1: "clip,resimulate,reward", 2: "terminal", 3: "terminal,healthy",
+                     4: "clip,resimulate,reward,terminal,healthy"}[int(sched["post"])]
+            rows, stats = postprocess(rows, environment=sens.info, **step_options(steps))
             post = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
         ft = time.time() - t0
         out = {"env": args.env, "sensitive_steps": args.sensitive_steps, "delta": args.delta, "schedule": sched,
                "denoiser": f"{cfg.denoiser.width}x{cfg.denoiser.depth}",
-               "epsilon": {"real": "real", "public": 0.0, "dp": args.epsilon, "nodp": None}[kind],
+               "epsilon": {"real": "real", "public": 0.0, "dp": args.epsilon, "nodp": None, "saved": args.rows_from}[kind],
                "dp_steps": synth.history[-1]["steps"] if kind in ("dp", "nodp") else 0,
                "noise_multiplier": synth.history[-1].get("noise_multiplier") if kind == "dp" else None,
                "finetune_and_sample_s": round(ft, 1), "postprocess": post}
+        if args.diagnose:
+            out["checks"] = diagnose(rows, sens)
+        if args.save:
+            import pathlib
+
+            label = "_".join(f"{k}{v:g}" for k, v in sched.items()) or "default"
+            path = pathlib.Path(args.save) / f"{args.env}_{args.sensitive_steps}_{label}.npz"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.savez_compressed(path, observations=rows.observations, actions=rows.actions, rewards=rows.rewards,
+                                next_observations=rows.next_observations, terminals=rows.terminals)
+            out["saved"] = str(path)
         for agent, real, public in zip(agents, args.real, args.public):
             runs = train_batched([AgentJob(rows, sens.info, s) for s in (0, 1, 2)], agent, num_updates=args.updates,
                                  eval_every=2000, eval_episodes=5, final_k=3, progress=False)
@@ -115,6 +150,25 @@ def main() -> None:
             out[f"{agent}_mean"] = round(float(scores.mean()), 1)
             out[f"{agent}_gap_closed"] = round(float((scores.mean() - public) / (real - public)), 2)
         print(json.dumps(out), flush=True)
+
+
+def diagnose(rows, sens) -> dict[str, float | None]:
+    """What a release's rows say against the sensitive set (research on our own rollouts, never a release step):
+    simulator replay (s' error relative to the real step, reward error, terminal agreement), terminal rate and the
+    R^2 of a k-NN state -> action policy fitted on the rows and scored on real states."""
+    from privsynth.evaluation.fidelity import policy_r2
+    from privsynth.evaluation.rl_checks import rl_checks
+
+    checks = rl_checks(rows, sens)
+    syn = checks["synthetic"]
+    dyn, rew = syn.get("dynamics") or {}, syn.get("reward") or {}
+    return {"terminal_rate": round(float(rows.terminals.mean()), 5),
+            "terminal_rate_real": round(float(sens.terminals.mean()), 5),
+            "terminal_agreement": syn.get("terminal_agreement"),
+            "next_state_rel_error": dyn.get("relative_error"),
+            "reward_mae": rew.get("mean_abs_error"),
+            "reward_mean": round(float(rows.rewards.mean()), 4), "reward_mean_real": round(float(sens.rewards.mean()), 4),
+            "policy_r2": round(policy_r2(rows, sens), 3), "coverage_jaccard": checks["coverage"].get("overlap_jaccard")}
 
 
 if __name__ == "__main__":

@@ -189,6 +189,61 @@ def test_mujoco_locomotion_rows_are_restored(tmp_path, monkeypatch):
     assert st["reward_changed"] == 1.0
 
 
+def _hopper_rollout(steps: int, seed: int = 0) -> OfflineDataset:
+    """``steps`` random-action Hopper transitions, reset after each fall (so some rows are terminal)."""
+    env = gym.make("Hopper-v5")
+    env.action_space.seed(seed)
+    rows: dict[str, list] = {k: [] for k in ("obs", "act", "rew", "nxt", "term", "ep")}
+    obs, ep = env.reset(seed=seed)[0], 0
+    for _ in range(steps):
+        act = env.action_space.sample()
+        nxt, rew, term = env.step(act)[:3]
+        for k, v in zip(rows, (obs, act, rew, nxt, term, ep)):
+            rows[k].append(v)
+        obs = nxt
+        if term:
+            obs, ep = env.reset()[0], ep + 1
+    env.close()
+    a = {k: np.asarray(v) for k, v in rows.items()}
+    return OfflineDataset(a["obs"], a["act"], a["rew"], a["nxt"], a["term"].astype(bool), np.zeros(steps, bool),
+                          a["ep"], info=DatasetInfo(name="hopper-random", env_id="Hopper-v5"))
+
+
+def test_terminal_flags_follow_each_rows_own_next_state(tmp_path, monkeypatch):
+    """``terminal`` restores scrambled flags from s′ alone (no step: s′ and the other columns stay as sampled);
+    ``healthy`` drops exactly the rows that start in a state the environment ends episodes in (issue 37)."""
+    from privsynth.release.postprocess import step_options
+
+    monkeypatch.chdir(tmp_path)
+    real = _hopper_rollout(200)
+    assert 3 <= real.terminals.sum() < 100  # random Hopper falls within a few dozen steps
+    same, st = postprocess(real, **step_options("terminal,healthy"))
+    np.testing.assert_array_equal(same.terminals, real.terminals)
+    assert st["rows_kept"] == 200 and st["rows_dropped_terminated_start"] == 0 and st["terminal_changed"] == 0.0
+    scrambled = np.random.default_rng(0).permutation(real.terminals)
+    assert (scrambled != real.terminals).any()
+    obs = real.observations.copy()
+    fallen = np.flatnonzero(real.terminals)[:2]
+    obs[fallen + 1] = real.next_observations[fallen]  # rows that continue from a state the episode ended in
+    bad = _replace(real, terminals=scrambled, observations=obs)
+    fixed, st = postprocess(bad, **step_options("terminal"))
+    np.testing.assert_array_equal(fixed.terminals, real.terminals)
+    np.testing.assert_array_equal(fixed.next_observations, real.next_observations)
+    np.testing.assert_array_equal(fixed.rewards, real.rewards)
+    assert st["terminal_changed"] > 0 and st["rows_kept"] == 200
+    kept, st = postprocess(bad, **step_options("healthy"))
+    assert st["rows_dropped_terminated_start"] == 2 and kept.n_transitions == 198
+    np.testing.assert_array_equal(kept.terminals, np.delete(scrambled, fallen + 1))  # flags untouched by 'healthy'
+
+
+def test_healthy_step_is_locomotion_only(sparse):
+    from privsynth.release.postprocess import check_supported
+
+    check_supported(sparse.info, "terminal")
+    with pytest.raises(InvalidData, match="MuJoCo locomotion only"):
+        check_supported(sparse.info, "healthy")
+
+
 def test_agent_cell_postprocesses_its_training_data(sparse, tmp_path):
     from privsynth.evaluation.bench.sources import save_dataset
     from privsynth.evaluation.cells import _agent_data
@@ -289,13 +344,13 @@ def test_step_options_name_the_steps():
     from privsynth.release.postprocess import step_options
 
     every = {"clip_actions": True, "reward": True, "resimulate": True, "drop_in_walls": True,
-             "drop_goals_in_walls": True}
+             "drop_goals_in_walls": True, "relabel_terminals": True, "drop_terminated_starts": True}
     assert step_options(True) == step_options("all") == every
+    none = dict.fromkeys(every, False)
     assert step_options("clip,reward") == step_options(["reward", "clip"]) == {
-        "clip_actions": True, "reward": True, "resimulate": False, "drop_in_walls": False,
-        "drop_goals_in_walls": False}
-    assert step_options("goals,walls") == {"clip_actions": False, "reward": False, "resimulate": False,
-                                           "drop_in_walls": True, "drop_goals_in_walls": True}
+        **none, "clip_actions": True, "reward": True}
+    assert step_options("goals,walls") == {**none, "drop_in_walls": True, "drop_goals_in_walls": True}
+    assert step_options("terminal,healthy") == {**none, "relabel_terminals": True, "drop_terminated_starts": True}
     with pytest.raises(InvalidData, match="unknown post-processing steps"):
         step_options("reward,wall")
 
@@ -314,7 +369,7 @@ def test_reward_step_alone_restores_rewards_and_keeps_every_row_and_next_state(s
     dist = np.linalg.norm(nxt[:, :2] - nxt[:, 4:6], axis=1)
     np.testing.assert_array_equal(fixed.rewards, (dist <= 0.45).astype(fixed.rewards.dtype))
     assert st["steps"] == {"clip_actions": True, "resimulate": False, "reward": True, "drop_in_walls": False,
-                           "drop_goals_in_walls": False}
+                           "drop_goals_in_walls": False, "relabel_terminals": False, "drop_terminated_starts": False}
     assert postprocess(bad)[1]["rows_dropped_in_walls"] >= 5
 
 

@@ -91,14 +91,16 @@ def _add_dp(p: argparse.ArgumentParser, *, short: bool = False) -> None:
 def _add_postprocess(p: argparse.ArgumentParser, *, short: bool = False) -> None:
     if short:
         p.add_argument("--postprocess", nargs="?", const="all", default=None, metavar="STEPS",
-                       help="repair rows with the public simulator: all | clip,resimulate,reward,walls,goals")
+                       help="repair rows with the public simulator: all | clip,resimulate,reward,walls,goals,"
+                            "terminal,healthy")
         p.add_argument("--no-topup", dest="topup", action="store_false", help="keep only the rows --postprocess left")
         return
     p.add_argument("--postprocess", nargs="?", const="all", default=None, metavar="STEPS",
                    help="before writing, repair the rows with the public environment (free under DP; PointMaze and "
                         "MuJoCo locomotion). Alone: every step (clip: actions clipped, resimulate: s' re-simulated, "
-                        "reward: reward recomputed, walls: states in walls dropped, goals: goals in walls "
-                        "dropped); or the steps named, e.g. --postprocess clip,reward (docs/privacy.md)")
+                        "reward: reward recomputed, walls / goals: states / goals in walls dropped, terminal: flag "
+                        "from s', healthy: rows from a fallen state dropped); or the steps named, e.g. "
+                        "--postprocess terminal,healthy (docs/privacy.md)")
     p.add_argument("--no-topup", dest="topup", action="store_false",
                    help="with --postprocess: keep only the rows left after dropping (default: sample more from the "
                         "same model until the requested number of rows is kept; free under DP)")

@@ -224,6 +224,20 @@ class MujocoLocomotionAdapter(GridAdapter):
         nxt, r, term, _, _ = self.mj.step(np.asarray(action, dtype=np.float64))
         return np.asarray(nxt, dtype=np.float64), float(r), bool(term)
 
+    def terminated_at(self, next_obs: np.ndarray) -> np.ndarray | None:
+        """Per row [N]: the environment's own termination rule read at the state ``next_obs`` (no step taken), or
+        None when the environment never terminates. gymnasium's Hopper, Walker2d, Ant and Humanoid (v4, v5) end an
+        episode when the state they step into is not ``is_healthy`` (and ``terminate_when_unhealthy``), so the flag
+        of a transition is a function of its s′ alone."""
+        if not hasattr(self.mj, "is_healthy") or not getattr(self.mj, "_terminate_when_unhealthy", True):
+            return None
+        out = np.zeros(len(next_obs), dtype=bool)
+        for i, o in enumerate(np.asarray(next_obs, dtype=np.float64)):
+            qpos = np.concatenate([np.zeros(self.hidden), o[: self.nq - self.hidden]])
+            self.mj.set_state(qpos, o[self.nq - self.hidden : self.nq - self.hidden + self.nv])
+            out[i] = not self.mj.is_healthy
+        return out
+
     def simulate(self, obs: np.ndarray, action: np.ndarray) -> np.ndarray:
         return self.step_from(obs, action)[0]
 

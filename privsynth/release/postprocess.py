@@ -10,6 +10,12 @@ environment is public and simulable, those parts can be repaired from the enviro
 * ``reward``: reward and terminal flag recomputed by the environment's reward function (PointMaze: sparse
   1[‖s′_xy − s′_goal‖ ≤ 0.45] or dense exp(−‖s′_xy − s′_goal‖), whichever the environment id says; locomotion: the
   reward and termination of the simulated step);
+* ``relabel_terminals``: the terminal flag recomputed from the row's own s′ by the environment's termination rule
+  (MuJoCo locomotion: s′ is not ``is_healthy``; PointMaze: the goal reached, unless the task is continuing). Unlike
+  ``reward`` on locomotion it takes no step, so it keeps a sampled s′ and its flag consistent (issue 37: a DP
+  release's flags were nearly unrelated to its next states);
+* ``drop_terminated_starts``: rows whose s is a state the environment would already have ended the episode in
+  dropped (MuJoCo locomotion: s not ``is_healthy``; real data never continues from one);
 * ``drop_in_walls``: rows whose s or s′ lies inside a wall or off the map dropped (PointMaze);
 * ``drop_goals_in_walls``: rows whose desired goal lies inside a wall or off the map dropped (PointMaze draws its
   goals in free cells only; utility study round 10, docs/synthesizers.md).
@@ -43,7 +49,7 @@ SUPPORTED = "PointMaze (gymnasium-robotics, sparse or dense reward) and MuJoCo l
 _CHANGED = 1e-6  # a recomputed value differing by more than this counts as changed
 # the steps by the names users give them (CLI ``--postprocess reward,clip``, bench ``postprocess: [reward, clip]``)
 STEPS = {"clip": "clip_actions", "reward": "reward", "resimulate": "resimulate", "walls": "drop_in_walls",
-         "goals": "drop_goals_in_walls"}
+         "goals": "drop_goals_in_walls", "terminal": "relabel_terminals", "healthy": "drop_terminated_starts"}
 
 
 def step_options(steps: Any) -> dict[str, bool]:
@@ -62,7 +68,8 @@ def step_options(steps: Any) -> dict[str, bool]:
 def check_supported(info: DatasetInfo, steps: Any) -> None:
     """Refuse a post-processing request the release's environment cannot serve, from the environment's public facts
     alone: called before any training, so that an unsupported ``--postprocess`` never spends the budget on a fine-tune
-    whose output would then be refused. ``goals`` (goals inside walls) is a PointMaze step."""
+    whose output would then be refused. ``goals`` (goals inside walls) is a PointMaze step, ``healthy`` (rows starting
+    in a terminated state) a MuJoCo locomotion one."""
     options = step_options(steps)  # unknown step names fail here too
     if not info.env_id:
         raise PrivsynthError(f"dataset '{info.name}' records no environment; post-processing supports {SUPPORTED}")
@@ -80,6 +87,9 @@ def check_supported(info: DatasetInfo, steps: Any) -> None:
     if named and options["drop_goals_in_walls"] and kind != "pointmaze":
         raise InvalidData(f"the post-processing step 'goals' drops goals inside maze walls: PointMaze only, not "
                           f"'{info.env_id}'")
+    if named and options["drop_terminated_starts"] and kind != "mujoco":
+        raise InvalidData(f"the post-processing step 'healthy' drops rows starting in a state the environment ends "
+                          f"episodes in: MuJoCo locomotion only, not '{info.env_id}'")
 
 
 def postprocess(
@@ -90,6 +100,8 @@ def postprocess(
     drop_in_walls: bool = True,
     clip_actions: bool = True,
     drop_goals_in_walls: bool = True,
+    relabel_terminals: bool = True,
+    drop_terminated_starts: bool = True,
     environment: DatasetInfo | None = None,
 ) -> tuple[OfflineDataset, dict[str, Any]]:
     """Repair a synthetic (DP) dataset with its public environment; returns (new dataset, stats). See module docstring.
@@ -121,7 +133,9 @@ def postprocess(
         stats: dict[str, Any] = {"adapter": adapter.name, "env_id": info.env_id, "rows_in": len(obs),
                                  "steps": {"clip_actions": clip_actions, "resimulate": resimulate, "reward": reward,
                                            "drop_in_walls": drop_in_walls,
-                                           "drop_goals_in_walls": drop_goals_in_walls}}
+                                           "drop_goals_in_walls": drop_goals_in_walls,
+                                           "relabel_terminals": relabel_terminals,
+                                           "drop_terminated_starts": drop_terminated_starts}}
         if isinstance(adapter, PointMazeAdapter):
             stats["reward_type"] = adapter.reward_type
         if clip_actions:
@@ -131,6 +145,10 @@ def postprocess(
             act = clipped
         if resimulate or reward:
             nxt, rew, term = _recompute(adapter, obs, act, nxt, rew, term, resimulate=resimulate, reward=reward)
+        if relabel_terminals:  # after any re-simulation: the flag follows the row's final s'
+            t_hat = _terminal_at(adapter, obs, act, nxt)
+            if t_hat is not None:
+                term = t_hat
         recorded = dataset.next_observations.astype(np.float64)
         moved = np.linalg.norm(nxt - recorded, axis=1)
         stats.update({"next_state_mean_change": float(moved.mean()), "next_state_max_change": float(moved.max()),
@@ -143,6 +161,11 @@ def postprocess(
             if walls is not None:
                 keep = ~(walls | adapter.in_wall(nxt))
         stats["rows_dropped_in_walls"] = int((~keep).sum())
+        if drop_terminated_starts and isinstance(adapter, MujocoLocomotionAdapter):
+            ended = adapter.terminated_at(obs)
+            if ended is not None:
+                stats["rows_dropped_terminated_start"] = int((keep & ended).sum())  # not counted as dropped above
+                keep &= ~ended
         if drop_goals_in_walls:
             goals = adapter.goal_in_wall(obs)
             if goals is not None:
@@ -153,7 +176,8 @@ def postprocess(
     finally:
         adapter.close()
     if not keep.any():
-        raise InvalidData(f"post-processing dropped every row of '{info.name}': all states lie inside walls")
+        raise InvalidData(f"post-processing dropped every row of '{info.name}': all states lie inside walls or are "
+                          "states the environment ends episodes in")
     stats["seconds"] = time.perf_counter() - t0
     stats["cpu_seconds"] = time.process_time() - c0
     return _with_rows(dataset, info, keep, act, rew, nxt, term, stats), stats
@@ -181,6 +205,14 @@ def _recompute(
         if t_hat is not None:
             term = np.asarray(t_hat, dtype=bool)
     return nxt, rew, term
+
+
+def _terminal_at(adapter: Any, obs: np.ndarray, act: np.ndarray, nxt: np.ndarray) -> np.ndarray | None:
+    """The environment's terminal flag of each row from its own s′ (no step); None when the environment has no rule."""
+    if isinstance(adapter, MujocoLocomotionAdapter):
+        return adapter.terminated_at(nxt)
+    t_hat = adapter.terminal(obs, act, nxt)
+    return None if t_hat is None else np.asarray(t_hat, dtype=bool)
 
 
 def _with_rows(

@@ -37,7 +37,7 @@ def check_filters_can_keep(
     from privsynth.release.support import prepare_release
 
     options = step_options(steps)
-    if not (options["drop_in_walls"] or options["drop_goals_in_walls"]):
+    if not (options["drop_in_walls"] or options["drop_goals_in_walls"] or options["drop_terminated_starts"]):
         return
     sources: list[tuple[str, OfflineDataset]] = [
         (f"public '{p.info.name}'", _spread(p, rows)) for p in public if p.n_transitions]
