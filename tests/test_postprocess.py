@@ -337,7 +337,26 @@ def test_cli_synthesize_passes_postprocess_and_reports_it(sparse, monkeypatch, c
     assert seen["topup"] is True
     assert main([*cli, "--postprocess", "--no-topup"]) == 0 and seen["topup"] is False
     assert main(cli) == 0
-    assert not seen["postprocess"]
+    assert seen["postprocess"] == "auto"  # the environment decides (default_steps)
+    assert main([*cli, "--postprocess", "none"]) == 0
+    assert seen["postprocess"] is False
+
+
+def test_auto_repairs_locomotion_releases_only(sparse):
+    """``postprocess="auto"`` (the release default) is the simulator repair on MuJoCo locomotion and nothing on
+    PointMaze or data without an environment; trajectory-unit and episode releases keep their rows as sampled."""
+    from privsynth.release.pipeline import _check_postprocess
+    from privsynth.release.postprocess import LOCOMOTION_DEFAULT, default_steps, step_options
+
+    hopper = DatasetInfo(name="h", env_id="Hopper-v5")
+    assert default_steps(hopper) == LOCOMOTION_DEFAULT
+    assert step_options(LOCOMOTION_DEFAULT)["drop_in_walls"] is False
+    assert default_steps(sparse.info) is None and default_steps(DatasetInfo(name="own")) is None
+    assert _check_postprocess(hopper, "auto", unit="transition", episodes=None) == LOCOMOTION_DEFAULT
+    assert _check_postprocess(hopper, "auto", unit="trajectory", episodes=None) is None
+    assert _check_postprocess(hopper, "auto", unit="transition", episodes=5) is None
+    assert _check_postprocess(hopper, False, unit="transition", episodes=None) is False
+    assert _check_postprocess(sparse.info, "auto", unit="transition", episodes=None) is None
 
 
 def test_step_options_name_the_steps():

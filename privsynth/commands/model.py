@@ -93,6 +93,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
     else:
         raise InvalidData("the model carries no environment facts; pass --sensitive ID so the release carries its "
                           "environment spec")
+    if args.postprocess == "none":  # as synthesize takes it; a saved model's samples are repaired only when asked
+        args.postprocess = None
     if args.postprocess:  # refuse before spending minutes sampling
         from privsynth.release.postprocess import check_supported
 

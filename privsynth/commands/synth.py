@@ -97,10 +97,10 @@ def _add_postprocess(p: argparse.ArgumentParser, *, short: bool = False) -> None
         return
     p.add_argument("--postprocess", nargs="?", const="all", default=None, metavar="STEPS",
                    help="before writing, repair the rows with the public environment (free under DP; PointMaze and "
-                        "MuJoCo locomotion). Alone: every step (clip: actions clipped, resimulate: s' re-simulated, "
-                        "reward: reward recomputed, walls / goals: states / goals in walls dropped, terminal: flag "
-                        "from s', healthy: rows from a fallen state dropped); or the steps named, e.g. "
-                        "--postprocess terminal,healthy (docs/privacy.md)")
+                        "MuJoCo locomotion). Steps: clip (actions), resimulate (s'), reward, walls / goals (states / "
+                        "goals in walls dropped), terminal (flag from s'), healthy (rows from a fallen state dropped); "
+                        "alone: all; none: off. synthesize's default: clip,resimulate,reward,terminal,healthy on "
+                        "MuJoCo locomotion, none elsewhere (docs/privacy.md)")
     p.add_argument("--no-topup", dest="topup", action="store_false",
                    help="with --postprocess: keep only the rows left after dropping (default: sample more from the "
                         "same model until the requested number of rows is kept; free under DP)")
@@ -116,6 +116,14 @@ def _post_note(stats: dict) -> str:
     """One line of :func:`privsynth.release.postprocess.postprocess` stats for the command's summary."""
     return (f"; post-processed: {stats['rows_kept']}/{stats['rows_in']} rows kept, rewards changed "
             f"{stats['reward_changed']:.1%}, mean |Δs′| {stats['next_state_mean_change']:.3g}")
+
+
+def _post_request(text: str | None) -> str | bool:
+    """``--postprocess`` as the pipeline takes it: absent -> ``"auto"`` (the environment's default), ``none`` -> no
+    post-processing, else the steps named (``all`` when given alone)."""
+    if text is None:
+        return "auto"
+    return False if text == "none" else text
 
 
 def _pair(text: str | None, flag: str) -> tuple[float, float] | None:
@@ -172,7 +180,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     res, budget = run_synthesize(args)
     st = getattr(res.synthesizer, "last_sample_stats", None) or {}
     dropped = f", {st['nan_rows_dropped']} NaN rows dropped" if "nan_rows_dropped" in st else ""
-    if args.postprocess:
+    if "postprocess" in res.dataset.info.extra:  # asked for, or the locomotion default
         dropped += _post_note(res.dataset.info.extra["postprocess"])
     print(
         f"wrote {res.dataset.n_transitions} synthetic transitions ({args.synth}) to "
@@ -253,7 +261,7 @@ def run_synthesize(args: argparse.Namespace):
         normalizer_epsilon=args.dp_normalizer,
         obs_bounds=_pair(args.obs_bounds, "--obs-bounds"),
         reward_bounds=_pair(args.reward_bounds, "--reward-bounds"),
-        postprocess=args.postprocess,
+        postprocess=_post_request(args.postprocess),
         topup=args.topup,
         episodes=args.episodes,
         layout=getattr(args, "layout", "transitions"),

@@ -72,7 +72,7 @@ def synthesize(
     normalizer_epsilon: float | None = None,
     obs_bounds: tuple[float, float] | None = None,
     reward_bounds: tuple[float, float] | None = None,
-    postprocess: bool | str | Sequence[str] = False,
+    postprocess: bool | str | Sequence[str] = "auto",
     topup: bool = True,
     episodes: int | None = None,
     layout: str = "transitions",
@@ -117,7 +117,10 @@ def synthesize(
       ``layout`` (transition-level releases), ``total``; a registered synthesizer's also ``fit`` (pre-train + fine-tune).
     * ``postprocess``: repair the sampled rows with the public environment before the release
       (:func:`privsynth.release.postprocess.postprocess`; free under DP, recorded in the privacy card); ``True`` for
-      every step, or the steps to apply, e.g. ``"clip,reward"``. With ``topup`` (default) a step that drops rows is
+      every step, or the steps to apply, e.g. ``"clip,reward"``; ``False`` none. The default ``"auto"`` applies
+      :data:`privsynth.release.postprocess.LOCOMOTION_DEFAULT` to transition-unit row releases in a MuJoCo
+      locomotion environment (chosen on the transfer proxies, docs/transfer.md "Fourth round") and nothing
+      elsewhere (:func:`~privsynth.release.postprocess.default_steps`). With ``topup`` (default) a step that drops rows is
       made up for by more draws from the same released model, so the release still holds ``n`` rows
       (:func:`privsynth.release.postprocess.topped_up`; free under DP too); ``topup=False`` keeps what is left.
     * ``layout`` (transition-level releases): ``transitions`` (default: one Minari episode per transition, the rows
@@ -135,7 +138,7 @@ def synthesize(
     budget = as_budget(budget, epsilon=epsilon, delta=delta, unit=unit,
                        default_unit=registry.entry(synth).units[0])  # an unknown name fails here, before any data
     epsilon, delta, unit = budget.epsilon, budget.delta, budget.unit
-    if postprocess:
+    if postprocess and postprocess != "auto":
         from privsynth.release.postprocess import step_options
 
         step_options(postprocess)  # unknown step names: before any data is read
@@ -149,7 +152,7 @@ def synthesize(
     from privsynth.release.layout import resolve_layout
 
     resolve_layout(layout, n)  # an unknown layout fails here, before any data
-    if episodes is not None and postprocess:
+    if episodes is not None and postprocess and postprocess != "auto":
         raise InvalidData("postprocess tops up rows, not episodes: ask for n transitions, or drop postprocess")
     check_release_request(
         out_dataset,
@@ -183,7 +186,7 @@ def synthesize(
     sens = as_dataset(sensitive).mark_sensitive(True)
     budget.check_dataset(sens)
     check_env_spaces(sens.info, sens.obs_dim, sens.act_dim)  # the release will carry this environment
-    _check_postprocess(sens.info, postprocess)
+    postprocess = _check_postprocess(sens.info, postprocess, unit=unit, episodes=episodes)
     pubs = [as_dataset(p) for p in public_list]
     for pub in pubs:
         check_public(pub, sens)
@@ -351,7 +354,7 @@ def _synthesize_registered(
     progress: bool,
     t_all: float,
     unsupported: dict[str, bool],
-    postprocess: bool | str | Sequence[str] = False,
+    postprocess: bool | str | Sequence[str] = "auto",
     topup: bool = True,
     episodes: int | None = None,
     layout: str = "transitions",
@@ -383,7 +386,7 @@ def _synthesize_registered(
     from privsynth.data.minari_io import check_env_spaces
 
     check_env_spaces(sens.info, sens.obs_dim, sens.act_dim)
-    _check_postprocess(sens.info, postprocess)
+    postprocess = _check_postprocess(sens.info, postprocess, unit=unit, episodes=episodes)
     pubs = [as_dataset(p) for p in public_list]
     for pub in pubs:  # pre-training reads public data unaccounted: it must hold no sensitive record
         check_public(pub, sens)
@@ -490,12 +493,17 @@ def _draw_seed(synth: Any, i: int) -> int:
     return draw_seed(getattr(synth.config, "seed", 0), i)
 
 
-def _check_postprocess(info: Any, apply: Any) -> None:
-    """An unsupported post-processing request fails here, before any training spends the budget."""
-    if apply:
-        from privsynth.release.postprocess import check_supported
+def _check_postprocess(info: Any, apply: Any, *, unit: str, episodes: int | None) -> Any:
+    """The post-processing a release gets: ``"auto"`` resolved from the environment (public facts only; row releases
+    at the transition unit only: episodes keep their shape), anything else checked. An unsupported request fails
+    here, before any training spends the budget."""
+    from privsynth.release.postprocess import check_supported, default_steps
 
+    if apply == "auto":
+        return default_steps(info) if unit == "transition" and episodes is None else None
+    if apply:
         check_supported(info, apply)
+    return apply
 
 
 def _maybe_postprocess(

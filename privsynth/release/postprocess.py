@@ -43,13 +43,36 @@ from privsynth.data.dataset import DatasetInfo, OfflineDataset, environment_fact
 from privsynth.data.env_adapters import MujocoLocomotionAdapter, PointMazeAdapter, adapter_for
 from privsynth.errors import InvalidData, PrivacyError, PrivsynthError
 
-__all__ = ["postprocess", "step_options", "check_supported", "topped_up", "draw_seed", "STEPS", "SUPPORTED"]
+__all__ = ["postprocess", "step_options", "check_supported", "topped_up", "draw_seed", "default_steps", "STEPS",
+           "SUPPORTED", "LOCOMOTION_DEFAULT"]
 
 SUPPORTED = "PointMaze (gymnasium-robotics, sparse or dense reward) and MuJoCo locomotion (gymnasium, qpos[k:] | qvel)"
 _CHANGED = 1e-6  # a recomputed value differing by more than this counts as changed
 # the steps by the names users give them (CLI ``--postprocess reward,clip``, bench ``postprocess: [reward, clip]``)
 STEPS = {"clip": "clip_actions", "reward": "reward", "resimulate": "resimulate", "walls": "drop_in_walls",
          "goals": "drop_goals_in_walls", "terminal": "relabel_terminals", "healthy": "drop_terminated_starts"}
+
+
+# What a transition release gets when no post-processing is asked for ("auto"), chosen on the public transfer proxies
+# (issue 37, docs/transfer.md "Fourth round": paired on the same DP releases, the simulator repair raised the share of
+# the public-to-real gap closed); a rule on a public fact only: the environment's simulator.
+LOCOMOTION_DEFAULT = "clip,resimulate,reward,terminal,healthy"
+
+
+def default_steps(info: DatasetInfo) -> str | None:
+    """The steps of ``postprocess="auto"`` for a release in ``info``'s environment: :data:`LOCOMOTION_DEFAULT` for a
+    MuJoCo locomotion environment whose state the observation fixes, None (no post-processing) for any other,
+    including data without an environment. Reads the environment's id and simulator only."""
+    if not info.env_id:
+        return None
+    from privsynth.data.env_adapters import simulator_kind
+    from privsynth.data.envs import make_env
+
+    env = make_env(info)
+    try:
+        return LOCOMOTION_DEFAULT if simulator_kind(env) == "mujoco" else None
+    finally:
+        env.close()
 
 
 def step_options(steps: Any) -> dict[str, bool]:
