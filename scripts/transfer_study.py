@@ -13,7 +13,8 @@ noise of the fine-tune and the sampler), rows (synthetic rows sampled), dp=0 (th
 noise: the no-DP control), real=1 (agents on the sensitive set itself: the real row), ft=0 (no fine-tune: the public
 model alone, the control row), post=N (post-processing, free under DP): 1 actions clipped, s', reward and terminal
 recomputed by the public simulator from each (s, a); 2 only the terminal flag recomputed from each row's own s' by
-the environment's rule; 3 as 2, and rows starting in a state the environment ends episodes in dropped; 4 = 1 and 3.
+the environment's rule; 3 as 2, and rows starting in a state the environment ends episodes in dropped; 4 = 1 and 3
+(the default of `release.synthesize` on locomotion since round 4; without post=N the rows stay as sampled).
 
 --rows-from reads the rows an earlier run wrote with --save instead of a new fine-tune, so post=N measures
 post-processing on that very release (paired); --diagnose records each row's data checks. The pre-trained
@@ -108,8 +109,9 @@ def main() -> None:
         elif kind == "dp":  # through the one release route, writing nothing
             from privsynth.release import synthesize
 
+            # rows as sampled: post=N below applies the repair (post=4 is the release default on locomotion)
             rows = synthesize(sens, epsilon=args.epsilon, delta=args.delta, unit="transition", pretrained=synth,
-                              n=n_rows, out_dataset=None, progress=False).dataset
+                              n=n_rows, out_dataset=None, progress=False, postprocess=False).dataset
         else:
             if kind == "nodp":  # the no-DP control, never released
                 synth.finetune(sens, args.epsilon, args.delta, "transition", progress=False)

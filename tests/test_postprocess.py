@@ -459,3 +459,33 @@ def test_topped_up_refuses_a_model_whose_rows_never_fit(sparse):
         topped_up(hopeless, lambda k, i: hopeless, 100, max_draws=5, resimulate=False, reward=False)
     with pytest.raises(PrivacyError):
         topped_up(sparse.mark_sensitive(), lambda k, i: sparse, 10)
+
+
+@pytest.mark.slow
+def test_a_locomotion_release_is_repaired_by_default_and_not_when_asked(tmp_path, monkeypatch):
+    """Through the one release route: a MuJoCo locomotion release carries the default repair in its metadata and
+    card, with every flag following its own s′; ``postprocess=False`` keeps the rows as sampled."""
+    from test_transition_synth import tiny_config
+
+    from privsynth.release import synthesize
+    from privsynth.release.postprocess import LOCOMOTION_DEFAULT, step_options
+
+    monkeypatch.chdir(tmp_path)
+    sens = dataclasses.replace(_hopper_rollout(200, seed=1), info=DatasetInfo(name="hopper-s", env_id="Hopper-v5"))
+    public = _hopper_rollout(300, seed=2)
+    runs = {}
+    for post in ("auto", False):
+        runs[post] = synthesize(sens, public=[public], epsilon=8.0, delta=1e-3, config=tiny_config(), n=80,
+                                progress=False, postprocess=post).dataset
+    repaired = runs["auto"]
+    assert repaired.n_transitions == 80  # topped up after 'healthy' drops
+    assert repaired.info.extra["postprocess"]["steps"] == step_options(LOCOMOTION_DEFAULT)
+    assert repaired.info.privacy_card["postprocess"]["costs_privacy"] is False
+    from privsynth.data.env_adapters import adapter_for
+
+    adapter = adapter_for(repaired.info, repaired.observations)
+    try:
+        np.testing.assert_array_equal(repaired.terminals, adapter.terminated_at(repaired.next_observations))
+    finally:
+        adapter.close()
+    assert "postprocess" not in runs[False].info.extra
