@@ -17,7 +17,7 @@ the environment's rule; 3 as 2, and rows starting in a state the environment end
 (the default of `release.synthesize` on locomotion since round 4; without post=N the rows stay as sampled).
 
 --rows-from reads the rows an earlier run wrote with --save instead of a new fine-tune, so post=N measures
-post-processing on that very release (paired); --diagnose records each row's data checks. The pre-trained
+post-processing on that very release (paired); --diagnose records each row's data checks (--no-agents: only them). The pre-trained
 checkpoint and the real / public-alone scores (one per --agent, in the same order) come from
 `evaluation/suites/transfer_<env>.yaml` (its pretrain artifact and its agent_real / agent_public cells). Every dataset
 is our own public rollout; nothing here reads a data holder's data.
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import pathlib
 import time
 
 import numpy as np
@@ -59,6 +60,7 @@ def main() -> None:
     ap.add_argument("--diagnose", action="store_true",
                     help="record each row's data checks against the sensitive set (simulator replay of s', reward and "
                          "terminal agreement, terminal rate, k-NN policy R^2 on real states): what separates releases")
+    ap.add_argument("--no-agents", action="store_true", help="with --diagnose: the checks only, no agents trained")
     ap.add_argument("--rows-from", default=None, help="an .npz of --save: reuse that release's rows (no fine-tune)")
     ap.add_argument("--save", default=None, help="directory: write each row's rows as <label>.npz (for later checks)")
     args = ap.parse_args()
@@ -92,18 +94,10 @@ def main() -> None:
         # the row, decided once: the real data, a DP release, the no-DP control or the public model alone
         kind = ("saved" if args.rows_from else "real" if sched.get("real") else "public" if not sched.get("ft", 1.0)
                 else "dp" if cfg.private else "nodp")
-        if kind == "saved":  # an earlier release of this script, read as plain arrays
-            import dataclasses
+        if kind == "saved":  # an earlier release of this script (arrays and info JSON, never unpickled)
+            from privsynth.evaluation.bench.dataset_cache import load_dataset_file
 
-            from privsynth.data.dataset import OfflineDataset
-
-            arrays = np.load(args.rows_from)
-            n = len(arrays["actions"])
-            rows = OfflineDataset(
-                observations=arrays["observations"], actions=arrays["actions"], rewards=arrays["rewards"],
-                next_observations=arrays["next_observations"], terminals=arrays["terminals"].astype(bool),
-                timeouts=~arrays["terminals"].astype(bool), episode_ids=np.arange(n),
-                info=dataclasses.replace(sens.info, name="saved-release", sensitive=False))
+            rows = load_dataset_file(pathlib.Path(args.rows_from))
         elif kind == "real":  # agents trained on the sensitive set itself (our own rollout)
             rows = sens
         elif kind == "dp":  # through the one release route, writing nothing
@@ -122,8 +116,10 @@ def main() -> None:
         if sched.get("post"):  # free: a function of the rows and the public environment only
             from privsynth.release.postprocess import postprocess, step_options
 
+            from privsynth.release.postprocess import LOCOMOTION_DEFAULT
+
             steps = {1: "clip,resimulate,reward", 2: "terminal", 3: "terminal,healthy",
-                     4: "clip,resimulate,reward,terminal,healthy"}[int(sched["post"])]
+                     4: LOCOMOTION_DEFAULT}[int(sched["post"])]
             rows, stats = postprocess(rows, environment=sens.info, **step_options(steps))
             post = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
         ft = time.time() - t0
@@ -136,15 +132,13 @@ def main() -> None:
         if args.diagnose:
             out["checks"] = diagnose(rows, sens)
         if args.save:
-            import pathlib
+            from privsynth.evaluation.bench.dataset_cache import save_dataset
 
             label = "_".join(f"{k}{v:g}" for k, v in sched.items()) or "default"
             path = pathlib.Path(args.save) / f"{args.env}_{args.sensitive_steps}_{label}.npz"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            np.savez_compressed(path, observations=rows.observations, actions=rows.actions, rewards=rows.rewards,
-                                next_observations=rows.next_observations, terminals=rows.terminals)
+            save_dataset(rows, path)
             out["saved"] = str(path)
-        for agent, real, public in zip(agents, args.real, args.public):
+        for agent, real, public in zip(agents, args.real, args.public) if not args.no_agents else ():
             runs = train_batched([AgentJob(rows, sens.info, s) for s in (0, 1, 2)], agent, num_updates=args.updates,
                                  eval_every=2000, eval_episodes=5, final_k=3, progress=False)
             scores = np.array([r.final_score for r in runs])
@@ -156,17 +150,29 @@ def main() -> None:
 
 def diagnose(rows, sens) -> dict[str, float | None]:
     """What a release's rows say against the sensitive set (research on our own rollouts, never a release step):
-    simulator replay (s' error relative to the real step, reward error, terminal agreement), terminal rate and the
-    R^2 of a k-NN state -> action policy fitted on the rows and scored on real states."""
+    simulator replay (s' error relative to the real step, reward error, agreement of the flag with a simulator step
+    from (s, a)), the environment's termination rule read at each row's s and s' (shares of rows stepping into and
+    starting from a state the environment ends episodes in, and of flagged rows among the former), terminal rate,
+    and the R^2 of a k-NN state -> action policy fitted on the rows and scored on real states."""
+    from privsynth.data.env_adapters import adapter_for
     from privsynth.evaluation.fidelity import policy_r2
     from privsynth.evaluation.rl_checks import rl_checks
 
     checks = rl_checks(rows, sens)
     syn = checks["synthetic"]
     dyn, rew = syn.get("dynamics") or {}, syn.get("reward") or {}
+    adapter = adapter_for(sens.info, sens.observations)
+    try:
+        ends, starts = adapter.terminated_at(rows.next_observations), adapter.terminated_at(rows.observations)
+    finally:
+        adapter.close()
     return {"terminal_rate": round(float(rows.terminals.mean()), 5),
             "terminal_rate_real": round(float(sens.terminals.mean()), 5),
             "terminal_agreement": syn.get("terminal_agreement"),
+            "next_state_fallen": round(float(ends.mean()), 5),
+            "next_state_fallen_and_flagged": round(float((ends & rows.terminals).mean()), 5),
+            "flagged_not_fallen": round(float((~ends & rows.terminals).mean()), 5),
+            "start_fallen": round(float(starts.mean()), 5),
             "next_state_rel_error": dyn.get("relative_error"),
             "reward_mae": rew.get("mean_abs_error"),
             "reward_mean": round(float(rows.rewards.mean()), 4), "reward_mean_real": round(float(sens.rewards.mean()), 4),

@@ -131,6 +131,28 @@ def _privorl_n_postprocessed(sens: OfflineDataset, tmp: Path) -> dict:
             "info": res.dataset.info.to_dict()}
 
 
+def _sens_hopper() -> OfflineDataset:
+    from test_postprocess import _hopper_rollout
+
+    ds = _hopper_rollout(200, seed=1)
+    return dataclasses.replace(ds, info=dataclasses.replace(ds.info, name="hopper-sens"))
+
+
+def _privorl_n_locomotion_default(sens: OfflineDataset, tmp: Path) -> dict:
+    """A MuJoCo locomotion release with no post-processing asked for: the default simulator repair (s′, reward and
+    flags from the public simulator, rows starting fallen dropped and topped up) is a function of the DP model's
+    draws and the environment only; its stats (rows drawn, drops) are DP outputs."""
+    from privsynth.release import synthesize
+    from test_postprocess import _hopper_rollout
+    from test_transition_synth import tiny_config
+
+    res = synthesize(sens, public=[_hopper_rollout(300, seed=2)], epsilon=5.0, delta=1e-3, n=64, config=tiny_config(),
+                     out_dataset="privsynth/neighbour-hopper-v0", overwrite=True, progress=False)
+    assert res.dataset.info.extra["postprocess"]["steps"]["resimulate"]  # the default applied
+    return {"release": minari_metadata("privsynth/neighbour-hopper-v0"), "card": res.dataset.info.privacy_card,
+            "info": res.dataset.info.to_dict()}
+
+
 def _finetune_then_sample_cli(sens: OfflineDataset, tmp: Path) -> dict:
     """`privsynth finetune` (the checkpoint is a release too, written through the guard) then `privsynth sample`
     without --sensitive: the release takes its environment from the model, whose card no longer names the data."""
@@ -216,6 +238,9 @@ def _paths() -> list[ReleasingPath]:
     paths.append(ReleasingPath("release privorl-n pointmaze map filter topped up", _privorl_n_postprocessed,
                                _sens_pointmaze, _SAMPLE + _DESCRIPTION + ("*postprocess*",), slow=True,
                                count_mentions_ok=("rows",)))  # the public pre-training set has 300 rows too
+    paths.append(ReleasingPath("release privorl-n hopper default simulator repair", _privorl_n_locomotion_default,
+                               _sens_hopper, _SAMPLE + _DESCRIPTION + ("*postprocess*",), slow=True,
+                               count_mentions_ok=("rows",)))
     paths.append(ReleasingPath("finetune then sample through the CLI", _finetune_then_sample_cli, _sens_transitions,
                                _SAMPLE + _DESCRIPTION + ("*.rows",), slow=True))
     paths.append(ReleasingPath("release privsyn (generic path)", _release_registered("privsyn"), _sens_transitions,

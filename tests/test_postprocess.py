@@ -354,6 +354,10 @@ def test_auto_repairs_locomotion_releases_only(sparse):
     assert default_steps(sparse.info) is None and default_steps(DatasetInfo(name="own")) is None
     # Ant-v5 observes contact forces too: the adapter cannot set its state from a row, so nothing is repaired
     assert default_steps(DatasetInfo(name="a", env_id="Ant-v5")) is None
+    from privsynth.release.postprocess import check_supported
+
+    with pytest.raises(PrivsynthError, match="no post-processing"):  # refused before any fine-tune, not after
+        check_supported(DatasetInfo(name="a", env_id="Ant-v5"), "reward")
     assert _check_postprocess(hopper, "auto", unit="transition", episodes=None) == LOCOMOTION_DEFAULT
     assert _check_postprocess(hopper, "auto", unit="trajectory", episodes=None) is None
     assert _check_postprocess(hopper, "auto", unit="transition", episodes=5) is None

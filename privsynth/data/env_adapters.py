@@ -20,7 +20,7 @@ from privsynth.data.dataset import DatasetInfo
 from privsynth.errors import PrivsynthError
 
 __all__ = ["EnvAdapter", "PointMazeAdapter", "MujocoLocomotionAdapter", "GridAdapter", "adapter_for",
-           "simulator_kind"]
+           "simulator_kind", "hidden_root_coords"]
 
 
 class EnvAdapter(ABC):
@@ -195,12 +195,11 @@ class MujocoLocomotionAdapter(GridAdapter):
         self.env = env
         self.mj = env.unwrapped
         nq, nv = self.mj.model.nq, self.mj.model.nv
-        obs_dim = int(np.prod(env.observation_space.shape))
-        self.hidden = nq + nv - obs_dim
-        if not 0 <= self.hidden <= 3:
-            raise PrivsynthError(
-                f"observation of width {obs_dim} is not qpos[k:] | qvel for nq={nq}, nv={nv}; no dynamics adapter"
-            )
+        hidden = hidden_root_coords(env)
+        if hidden is None:
+            raise PrivsynthError(f"observation of width {int(np.prod(env.observation_space.shape))} is not "
+                                 f"qpos[k:] | qvel for nq={nq}, nv={nv}; no dynamics adapter")
+        self.hidden = hidden
         self.nq, self.nv = nq, nv
         self._last: dict[str, np.ndarray] = {}
         # gymnasium's Hopper and Walker2d (v4, v5) observe qvel clipped to [-10, 10]: a row at the clip does not fix
@@ -273,11 +272,21 @@ def adapter_for(
 
 
 def simulator_kind(env: Any) -> str | None:
-    """``"pointmaze"`` (gymnasium-robotics PointMaze), ``"mujoco"`` (a MuJoCo env whose state can be set) or None."""
+    """``"pointmaze"`` (gymnasium-robotics PointMaze), ``"mujoco"`` (a MuJoCo env whose state can be set from an
+    observation: :func:`hidden_root_coords`) or None."""
     unwrapped = env.unwrapped
     if hasattr(unwrapped, "point_env") and hasattr(unwrapped, "maze"):
         return "pointmaze"
-    if hasattr(unwrapped, "set_state") and hasattr(unwrapped, "model"):
+    if hasattr(unwrapped, "set_state") and hasattr(unwrapped, "model") and hidden_root_coords(env) is not None:
         return "mujoco"
     return None
+
+
+def hidden_root_coords(env: Any) -> int | None:
+    """How many leading qpos coordinates a MuJoCo environment's observation hides (k of ``qpos[k:] | qvel``, 0-3),
+    or None when the observation is not of that form (e.g. Ant-v5's contact forces): then a row does not fix the
+    simulator state, and no step or state check can start from it."""
+    model = env.unwrapped.model
+    hidden = model.nq + model.nv - int(np.prod(env.observation_space.shape))
+    return hidden if 0 <= hidden <= 3 else None
 

@@ -70,11 +70,7 @@ def default_steps(info: DatasetInfo) -> str | None:
 
     env = make_env(info)
     try:
-        if simulator_kind(env) != "mujoco":
-            return None
-        model = env.unwrapped.model  # observation = qpos[k:] | qvel, as the adapter steps it (else no repair)
-        hidden = model.nq + model.nv - int(np.prod(env.observation_space.shape))
-        return LOCOMOTION_DEFAULT if 0 <= hidden <= 3 else None
+        return LOCOMOTION_DEFAULT if simulator_kind(env) == "mujoco" else None
     finally:
         env.close()
 
