@@ -7,8 +7,12 @@ kind (20k updates, batched) and print the share of the public-to-real gap closed
     OMP_NUM_THREADS=1 python scripts/transfer_study.py --env hopper --agent iql --agent td3bc \
         --checkpoint PATH --real 62.2 --real 69.1 --public 1.4 --public 2.5 --schedule epochs=150
 
-Schedule keys: epochs, lr, batch (DP fine-tune), clip (max_grad_norm), ema (EMA decay), lora (rank R of low-rank
-adapters plus biases and norms instead of every parameter: dp.trainable = "lora"), seed (synthesizer seed: initial
+Schedule keys: epochs, lr, batch (DP fine-tune), clip (max_grad_norm), ema (EMA decay), mult (noise multiplicity K:
+diffusion-noise draws per record averaged inside its one clipped gradient, DPDM), lora (rank R of low-rank
+adapters plus biases and norms instead of every parameter: dp.trainable = "lora"), pol=E (a DP behaviour policy at
+ε = E relabels the actions before post=N: privsynth.synth.dp_policy; polmode=1 replaces them, else the residual
+around the release's own policy is kept; polepochs), route=1 (the release exactly as `privsynth synthesize` makes
+it: the default post-processing and DP action relabel, one budget; share=S sets the relabel's share of epsilon), seed (synthesizer seed: initial
 noise of the fine-tune and the sampler), rows (synthetic rows sampled), dp=0 (the same fine-tune without clipping or
 noise: the no-DP control), real=1 (agents on the sensitive set itself: the real row), ft=0 (no fine-tune: the public
 model alone, the control row), post=N (post-processing, free under DP): 1 actions clipped, s', reward and terminal
@@ -51,7 +55,7 @@ def main() -> None:
     ap.add_argument("--public", type=float, action="append", required=True,
                     help="public-alone final score per --agent (agent_public)")
     ap.add_argument("--schedule", action="append", default=[],
-                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,lora=R][,seed=S][,rows=R][,dp=0][,real=1][,post=1][,ft=0] (repeatable)")
+                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,mult=K][,lora=R][,pol=E][,polmode=1][,route=1[,share=S]][,seed=S][,rows=R][,dp=0][,real=1][,post=1][,ft=0] (repeatable)")
     ap.add_argument("--sensitive-steps", type=int, default=20_000,
                     help="size of the sensitive set (the suites use 20k; a larger one tests how N changes the cost of DP)")
     ap.add_argument("--epsilon", type=float, default=10.0)
@@ -85,6 +89,7 @@ def main() -> None:
         cfg.finetune.lr = sched.get("lr", cfg.finetune.lr)
         cfg.finetune.batch_size = int(sched.get("batch", cfg.finetune.batch_size))
         cfg.dp.max_grad_norm = sched.get("clip", cfg.dp.max_grad_norm)
+        cfg.dp.noise_multiplicity = int(sched.get("mult", cfg.dp.noise_multiplicity))
         cfg.finetune.ema_decay = sched.get("ema", cfg.finetune.ema_decay)
         cfg.private = bool(sched.get("dp", 1.0))
         seed = int(sched.get("seed", 0))
@@ -103,16 +108,28 @@ def main() -> None:
         elif kind == "dp":  # through the one release route, writing nothing
             from privsynth.release import synthesize
 
-            # rows as sampled: post=N below applies the repair (post=4 is the release default on locomotion)
-            rows = synthesize(sens, epsilon=args.epsilon, delta=args.delta, unit="transition", pretrained=synth,
-                              n=n_rows, out_dataset=None, progress=False, postprocess=False).dataset
+            if sched.get("route"):  # the release exactly as the product makes it: its default post-processing
+                # and its DP action relabel (share=S of epsilon; 0 = none), all within one budget
+                res = synthesize(sens, epsilon=args.epsilon, delta=args.delta, unit="transition", pretrained=synth,
+                                 n=n_rows, out_dataset=None, progress=False,
+                                 policy_share=sched.get("share", "auto"))
+                rows = res.dataset
+                post = rows.info.extra.get("postprocess", {})
+                pol = rows.info.extra.get("policy_relabel", {})
+                route_spent = res.epsilon
+            else:  # rows as sampled: post=N below applies the repair (post=4 is the release default on locomotion)
+                rows = synthesize(sens, epsilon=args.epsilon, delta=args.delta, unit="transition", pretrained=synth,
+                                  n=n_rows, out_dataset=None, progress=False, postprocess=False).dataset
         else:
             if kind == "nodp":  # the no-DP control, never released
                 synth.finetune(sens, args.epsilon, args.delta, "transition", progress=False)
             else:  # the public model alone, labelled with the sensitive set's (public) environment
                 synth.adopt_environment(sens.info)
             rows = registry.sample(synth, n_transitions=n_rows, seed=seed)
-        post = {}
+        if not sched.get("route"):
+            pol, post, route_spent = {}, {}, None
+        if sched.get("pol"):  # a DP behaviour policy relabels the actions (privsynth.synth.dp_policy); before post=N
+            rows, pol = _relabel(rows, sens, sched, args)
         if sched.get("post"):  # free: a function of the rows and the public environment only
             from privsynth.release.postprocess import postprocess, step_options
 
@@ -123,12 +140,14 @@ def main() -> None:
             rows, stats = postprocess(rows, environment=sens.info, **step_options(steps))
             post = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
         ft = time.time() - t0
+        post = {k: v for k, v in post.items() if isinstance(v, (int, float))}
+        pol = {k: v for k, v in pol.items() if isinstance(v, (int, float, str)) and k != "note"}
         out = {"env": args.env, "sensitive_steps": args.sensitive_steps, "delta": args.delta, "schedule": sched,
                "denoiser": f"{cfg.denoiser.width}x{cfg.denoiser.depth}",
                "epsilon": {"real": "real", "public": 0.0, "dp": args.epsilon, "nodp": None, "saved": args.rows_from}[kind],
                "dp_steps": synth.history[-1]["steps"] if kind in ("dp", "nodp") else 0,
                "noise_multiplier": synth.history[-1].get("noise_multiplier") if kind == "dp" else None,
-               "finetune_and_sample_s": round(ft, 1), "postprocess": post}
+               "finetune_and_sample_s": round(ft, 1), "postprocess": post, "policy": pol, "epsilon_spent": route_spent}
         if args.diagnose:
             out["checks"] = diagnose(rows, sens)
         if args.save:
@@ -146,6 +165,24 @@ def main() -> None:
             out[f"{agent}_mean"] = round(float(scores.mean()), 1)
             out[f"{agent}_gap_closed"] = round(float((scores.mean() - public) / (real - public)), 2)
         print(json.dumps(out), flush=True)
+
+
+def _relabel(rows, sens, sched, args):
+    """pol=E: a DP behaviour policy at ε = E (its own DP-SGD, started from the plain fit on the release's rows)
+    relabels the rows' actions; polmode=1 replaces them, otherwise the residual around the release's own policy is
+    kept. Study accounting: E is spent on top of the release's ε (the product splits one budget)."""
+    import dataclasses as dc
+
+    from privsynth.synth.dp_policy import DPPolicyConfig, fit_dp, fit_plain, relabel_actions
+
+    pcfg = DPPolicyConfig(mode="replace" if sched.get("polmode") == 1 else "residual",
+                          epochs=sched.get("polepochs", 50.0))
+    public_rows = dc.replace(rows, info=dc.replace(rows.info, sensitive=False))
+    ref = fit_plain(public_rows, pcfg)
+    policy, res = fit_dp(sens, ref, pcfg, epsilon=sched["pol"], delta=args.delta)
+    out = relabel_actions(public_rows, policy, mode=pcfg.mode, reference=ref)
+    return dc.replace(out, info=rows.info), {"epsilon": round(res.epsilon, 3), "sigma": round(res.noise_multiplier, 3),
+                                             "steps": res.steps, "mode": pcfg.mode}
 
 
 def diagnose(rows, sens) -> dict[str, float | None]:

@@ -139,16 +139,18 @@ def _sens_hopper() -> OfflineDataset:
 
 
 def _privorl_n_locomotion_default(sens: OfflineDataset, tmp: Path) -> dict:
-    """A MuJoCo locomotion release with no post-processing asked for: the default simulator repair (s′, reward and
-    flags from the public simulator, rows starting fallen dropped and topped up) is a function of the DP model's
-    draws and the environment only; its stats (rows drawn, drops) are DP outputs."""
+    """A MuJoCo locomotion release with no post-processing asked for and a policy share: the DP action relabel (a
+    DP-SGD behaviour policy on the ledger, normalised by the release's own rows) and the default simulator repair
+    (s′, reward and flags from the public simulator, rows starting fallen dropped and topped up) are functions of DP
+    outputs and the environment only; its stats (rows drawn, drops) are DP outputs."""
     from privsynth.release import synthesize
     from test_postprocess import _hopper_rollout
     from test_transition_synth import tiny_config
 
     res = synthesize(sens, public=[_hopper_rollout(300, seed=2)], epsilon=5.0, delta=1e-3, n=64, config=tiny_config(),
-                     out_dataset="privsynth/neighbour-hopper-v0", overwrite=True, progress=False)
+                     out_dataset="privsynth/neighbour-hopper-v0", overwrite=True, progress=False, policy_share=0.1)
     assert res.dataset.info.extra["postprocess"]["steps"]["resimulate"]  # the default applied
+    assert res.dataset.info.extra["policy_relabel"]["epsilon"] > 0  # and the DP action relabel before it
     return {"release": minari_metadata("privsynth/neighbour-hopper-v0"), "card": res.dataset.info.privacy_card,
             "info": res.dataset.info.to_dict()}
 

@@ -151,7 +151,7 @@ def _registered_options(args: argparse.Namespace):
               "--checkpoint-every": args.checkpoint_every is not None, "--accountant": args.accountant is not None,
               "--noise-multiplicity": args.noise_multiplicity is not None,
               "--finetune-curiosity": args.finetune_curiosity, "--dp-normalizer": args.dp_normalizer is not None,
-              "--warm-start": args.warm_start is not None}
+              "--warm-start": args.warm_start is not None, "--policy-share": args.policy_share is not None}
     given = [k for k, v in only_n.items() if v]
     if given:
         raise InvalidData(f"{', '.join(given)} applies to privorl-n only, not to {args.synth}")
@@ -266,6 +266,7 @@ def run_synthesize(args: argparse.Namespace):
         episodes=args.episodes,
         layout=getattr(args, "layout", "transitions"),
         warm_start=getattr(args, "warm_start", None),
+        policy_share="auto" if getattr(args, "policy_share", None) is None else args.policy_share,
     )
     if args.save_model:  # the fine-tuned model is a release too: through the guard, within the same budget
         from privsynth.privacy.guard import guarded_save_model
@@ -306,14 +307,16 @@ def _add_synthesize(p: argparse.ArgumentParser, *, out_required: bool = True) ->
                    help="no public data: EPS for a DP normaliser (schema: 1/16 of epsilon; 0: none)")
     p.add_argument("--warm-start", type=float, default=None, metavar="SHARE",
                    help=f"no public data: SHARE of epsilon for DP self-pre-training ({WARM_START_SHARE:g}: off)")
-    p.add_argument("--obs-bounds", default=None, metavar="LOW,HIGH",
+    p.add_argument("--obs-bounds", default=None, metavar="LO,HI",
                    help="without public data: observation bounds where the environment has none")
-    p.add_argument("--reward-bounds", default=None, metavar="LOW,HIGH",
-                   help="without public data: one step's reward bounds (default: the environment's)")
+    p.add_argument("--reward-bounds", default=None, metavar="LO,HI",
+                   help="without public data: one step's reward bounds (default: environment's)")
     p.add_argument("--save-model", default=None, metavar="PATH", help="also save the fine-tuned synthesizer here")
     hidden_option(p, "--save", dest="save_model")
     add_set(p, "synthesizer config")
     _add_postprocess(p, short=True)
+    p.add_argument("--policy-share", type=float, default=None, metavar="SHARE",
+                   help="SHARE of epsilon for a DP policy that relabels actions (re-simulated rows)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the dataset and --save-model; drop bad resume files")
     _add_dp(p, short=True)

@@ -77,6 +77,7 @@ def synthesize(
     episodes: int | None = None,
     layout: str = "transitions",
     warm_start: float | None = None,
+    policy_share: float | str | None = "auto",
 ) -> SynthesisResult:
     """Any registered synthesizer end to end: pretrain (public) -> DP fine-tune (sensitive) -> sample -> guarded release.
 
@@ -123,6 +124,10 @@ def synthesize(
       elsewhere (:func:`~privsynth.release.postprocess.default_steps`). With ``topup`` (default) a step that drops rows is
       made up for by more draws from the same released model, so the release still holds ``n`` rows
       (:func:`privsynth.release.postprocess.topped_up`; free under DP too); ``topup=False`` keeps what is left.
+    * ``policy_share`` (PrivORL-n): spend this share of ``epsilon`` on a DP behaviour policy that relabels the
+      sampled actions before the simulator repair re-simulates each row (:mod:`privsynth.release.relabel`); the
+      fine-tune gets the rest. ``"auto"``: :data:`~privsynth.release.relabel.POLICY_SHARE` where the post-processing
+      re-simulates rows (the locomotion default), else 0.
     * ``layout`` (transition-level releases): ``transitions`` (default: one Minari episode per transition, the rows
       exactly), ``chained`` (the rows ordered into episodes, each next row's state snapped to the previous row's next
       state; about 1.5x the source's bytes instead of 7.7x, at a cost in dynamics) or ``auto``: chained above
@@ -167,7 +172,8 @@ def synthesize(
              "workdir": ("staged", workdir is not None), "normalizer_epsilon": ("dp_normalizer", normalizer_epsilon is not None),
              "obs_bounds": ("public_bounds", obs_bounds is not None),
              "reward_bounds": ("public_bounds", reward_bounds is not None),
-             "warm_start": ("warm_start", bool(warm_start))}
+             "warm_start": ("warm_start", bool(warm_start)),
+             "policy_share": ("policy_relabel", policy_share not in ("auto", None, 0, 0.0))}
     caps = registry.entry(synth).capabilities
     if "staged" not in caps:
         return _synthesize_registered(
@@ -187,6 +193,11 @@ def synthesize(
     budget.check_dataset(sens)
     check_env_spaces(sens.info, sens.obs_dim, sens.act_dim)  # the release will carry this environment
     postprocess = _check_postprocess(sens.info, postprocess, unit=unit, episodes=episodes)
+    from privsynth.release.relabel import resolve_policy_share
+
+    policy_epsilon = epsilon * resolve_policy_share(policy_share, steps=postprocess, unit=unit, n=n)
+    if config is not None and not config.private:
+        policy_epsilon = 0.0  # the no-privacy ablation releases nothing; its actions stay the model's
     pubs = [as_dataset(p) for p in public_list]
     for pub in pubs:
         check_public(pub, sens)
@@ -235,8 +246,9 @@ def synthesize(
     warm_share = resolve_warm_share(warm_start, unit=unit,
                                     default_applies=(scratch or dp_norm) and not pubs and pretrained is None)
     warm_epsilon = warm_share * epsilon
-    if warm_epsilon and epsilon - (normalizer_epsilon or 0.0) - warm_epsilon <= 0:
-        raise PrivacyError(f"the normaliser and the warm start spend all of epsilon {epsilon:g}: lower one")
+    if epsilon - (normalizer_epsilon or 0.0) - warm_epsilon - policy_epsilon <= 0:
+        raise PrivacyError(f"the normaliser, the warm start and the policy share spend all of epsilon {epsilon:g}: "
+                           "lower one")
 
     if done_fine is not None and done_fine.exists():
         print(f"resuming from {done_fine}: DP fine-tuning already done, sampling")
@@ -304,8 +316,8 @@ def synthesize(
         t0 = time.perf_counter()
         record_dp_request(synth.config, epsilon, delta, unit)
         # with a DP normaliser, DP-SGD gets what is left; the guard checks the composed total against epsilon
-        synth.finetune(sens, epsilon - (normalizer_epsilon or 0.0) - (warm_epsilon if synth.warm_events else 0.0),
-                       delta, unit, progress=progress)
+        synth.finetune(sens, epsilon - (normalizer_epsilon or 0.0) - (warm_epsilon if synth.warm_events else 0.0)
+                       - policy_epsilon, delta, unit, progress=progress)
         seconds["finetune"] = time.perf_counter() - t0
         if done_fine is not None:
             _save_stage(synth, done_fine, epsilon, delta)
@@ -314,9 +326,13 @@ def synthesize(
     t0 = time.perf_counter()
     name = out_dataset or f"{sens.info.name}-synthetic-eps{epsilon:g}"
     try:
+        ds = prepare_release(synth.sample(n, progress=progress, name=name), sens.info)
+        relabel = _relabeller(synth, sens, ds, epsilon=policy_epsilon, delta=delta, budget=epsilon,
+                              progress=progress)
         ds = _maybe_postprocess(
-            prepare_release(synth.sample(n, progress=progress, name=name), sens.info), postprocess, n=n, topup=topup,
-            draw=lambda k, i: prepare_release(synth.sample(k, seed=_draw_seed(synth, i), name=name), sens.info))
+            relabel(ds), postprocess, n=n, topup=topup,
+            draw=lambda k, i: relabel(prepare_release(synth.sample(k, seed=_draw_seed(synth, i), name=name),
+                                                      sens.info)))
     except Exception as exc:  # after the fine-tune: keep the model (guarded), so the spent budget is not lost
         if synth.ledger is None or not synth.config.private:
             raise
@@ -417,6 +433,17 @@ def _synthesize_registered(
     seconds["total"] = time.perf_counter() - t_all
     return SynthesisResult(dataset=ds, ledger=synth.ledger, synthesizer=synth, dataset_id=out_dataset, epsilon=spent,
                            seconds=seconds, warnings=warnings)
+
+
+def _relabeller(synth: Any, sens: OfflineDataset, rows: OfflineDataset, *, epsilon: float, delta: float,
+                budget: float, progress: bool) -> Callable[[OfflineDataset], OfflineDataset]:
+    """The action relabel of the sampled batches (:mod:`privsynth.release.relabel`) when ``epsilon`` is set and the
+    fine-tune was private, else the identity."""
+    if not epsilon or not synth.config.private:
+        return lambda ds: ds
+    from privsynth.release.relabel import fit_relabeller
+
+    return fit_relabeller(synth, sens, rows, epsilon=epsilon, delta=delta, budget=budget, progress=progress)
 
 
 def _warm_start(synth: TransitionSynthesizer, sens: OfflineDataset, obs_bounds: Any, reward_bounds: Any, *,

@@ -67,11 +67,13 @@ class Entry:
     # from a shipped or saved public checkpoint), "no_pretrain" (the DPDM ablation), "dp_normalizer" (a DP normaliser
     # within public bounds when there is no public data), "public_bounds" (without public data: the environment's bounds,
     # --obs-bounds and --reward-bounds fix what public data would), "warm_start" (without public data: pre-training
-    # on rows drawn from an accounted DP summary, privsynth.synth.warmstart)
+    # on rows drawn from an accounted DP summary, privsynth.synth.warmstart), "policy_relabel" (a share of epsilon on a
+    # DP behaviour policy that relabels the sampled actions before the simulator repair, privsynth.release.relabel)
     capabilities: frozenset[str] = frozenset()
 
 
-CAPABILITIES = frozenset({"staged", "pretrained", "no_pretrain", "dp_normalizer", "public_bounds", "warm_start"})
+CAPABILITIES = frozenset({"staged", "pretrained", "no_pretrain", "dp_normalizer", "public_bounds", "warm_start",
+                          "policy_relabel"})
 
 
 def _transition_tiny() -> Any:
