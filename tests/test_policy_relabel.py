@@ -183,3 +183,20 @@ def test_a_locomotion_release_spends_the_share_on_the_policy_within_the_budget(t
     fit_relabeller(res.synthesizer, sens.mark_sensitive(), ds, epsilon=8.0, delta=1e-3)
     with pytest.raises(PrivacyError):
         release_dataset(ds, res.synthesizer.ledger, None, epsilon_budget=8.0, delta=1e-3)
+
+
+def test_cli_summary_reports_the_relabel(monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    import privsynth.release
+    from privsynth.cli import main
+
+    rel = _rows(50, 1, sensitive=False)
+    rec = {"mode": "residual", "epsilon": 3.5, "noise_multiplier": 2.23, "steps": 977}
+    rel = dataclasses.replace(rel, info=dataclasses.replace(rel.info, extra={"policy_relabel": rec}))
+    monkeypatch.setattr(privsynth.release, "synthesize", lambda *a, **k: SimpleNamespace(
+        dataset=rel, epsilon=10.0, seconds={}, synthesizer=None, warnings=[]))
+    cli = ["synthesize", "--sensitive", "s", "--public", "p", "--epsilon", "10", "--out-dataset", "o", "--quiet",
+           "--policy-share", "0.1"]
+    assert main(cli) == 0
+    assert "actions relabelled by a DP policy (sigma 2.23" in capsys.readouterr().out

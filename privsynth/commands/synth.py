@@ -180,6 +180,10 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     res, budget = run_synthesize(args)
     st = getattr(res.synthesizer, "last_sample_stats", None) or {}
     dropped = f", {st['nan_rows_dropped']} NaN rows dropped" if "nan_rows_dropped" in st else ""
+    if "policy_relabel" in res.dataset.info.extra:  # --policy-share: before the repair
+        rec = res.dataset.info.extra["policy_relabel"]
+        dropped += (f"; actions relabelled by a DP policy (sigma {rec['noise_multiplier']:.3g}, composed into the "
+                    f"epsilon above)")
     if "postprocess" in res.dataset.info.extra:  # asked for, or the locomotion default
         dropped += _post_note(res.dataset.info.extra["postprocess"])
     print(

@@ -323,12 +323,14 @@ def _staged_release(synth: Any, params: dict[str, Any], ctx: CellContext) -> dic
     """The DP row of a staged PrivORL-n cell: ``synth`` (the upstream pre-trained model, or public statistics only for
     ``pretrain: none``) DP fine-tuned and sampled by :func:`_release`; saves data, ``model.pt`` (guarded) and ledger."""
     res = _release(params, ctx, unit=params.get("unit", "transition"), pretrained=synth,
-                   postprocess=params.get("postprocess") or False)
+                   postprocess=params.get("postprocess") or False, policy_share=params.get("policy_share", "auto"))
     out: dict[str, Any] = {"finetune_seconds": res.seconds["finetune"], "n_parameters": synth.n_parameters(),
                            "dp_epsilon": res.epsilon}  # dp_epsilon: the ledger's total, checked within the cell's ε
     if res.dataset is not None:
         if params.get("postprocess"):
             out["postprocess"] = res.dataset.info.extra["postprocess"]
+        if "policy_relabel" in res.dataset.info.extra:  # a DP output's record (its ε, σ, steps)
+            out["policy_relabel"] = res.dataset.info.extra["policy_relabel"]
         out["sample_seconds"] = res.seconds["sample"]
         out["n_synthetic"] = len(res.dataset)
         save_dataset(res.dataset, ctx.artifact_dir / "synthetic.npz")
