@@ -12,7 +12,8 @@ diffusion-noise draws per record averaged inside its one clipped gradient, DPDM)
 adapters plus biases and norms instead of every parameter: dp.trainable = "lora"), pol=E (a DP behaviour policy at
 ε = E relabels the actions before post=N: privsynth.synth.dp_policy; polmode=1 replaces them, else the residual
 around the release's own policy is kept; polepochs), route=1 (the release exactly as `privsynth synthesize` makes
-it: the default post-processing and DP action relabel, one budget; share=S sets the relabel's share of epsilon), seed (synthesizer seed: initial
+it: the default post-processing and DP action relabel, one budget; share=S sets the relabel's share of epsilon;
+pair=1 also reports the same fine-tuned model's rows without the relabel, from the same first draw), seed (synthesizer seed: initial
 noise of the fine-tune and the sampler), rows (synthetic rows sampled), dp=0 (the same fine-tune without clipping or
 noise: the no-DP control), real=1 (agents on the sensitive set itself: the real row), ft=0 (no fine-tune: the public
 model alone, the control row), post=N (post-processing, free under DP): 1 actions clipped, s', reward and terminal
@@ -55,7 +56,7 @@ def main() -> None:
     ap.add_argument("--public", type=float, action="append", required=True,
                     help="public-alone final score per --agent (agent_public)")
     ap.add_argument("--schedule", action="append", default=[],
-                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,mult=K][,lora=R][,pol=E][,polmode=1][,route=1[,share=S]][,seed=S][,rows=R][,dp=0][,real=1][,post=1][,ft=0] (repeatable)")
+                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,mult=K][,lora=R][,pol=E][,polmode=1][,route=1[,share=S][,pair=1]][,seed=S][,rows=R][,dp=0][,real=1][,post=1][,ft=0] (repeatable)")
     ap.add_argument("--sensitive-steps", type=int, default=20_000,
                     help="size of the sensitive set (the suites use 20k; a larger one tests how N changes the cost of DP)")
     ap.add_argument("--epsilon", type=float, default=10.0)
@@ -117,6 +118,15 @@ def main() -> None:
                 post = rows.info.extra.get("postprocess", {})
                 pol = rows.info.extra.get("policy_relabel", {})
                 route_spent = res.epsilon
+                if sched.get("pair"):  # the same fine-tuned model's rows without the relabel (paired: the first
+                    # draw is the same sample), repaired and topped up as the route does
+                    from privsynth.release.postprocess import LOCOMOTION_DEFAULT, step_options, topped_up
+                    from privsynth.release.support import prepare_release
+
+                    fine = res.synthesizer
+                    first = prepare_release(fine.sample(n_rows, name=rows.info.name), sens.info)
+                    paired = topped_up(first, lambda k, i: prepare_release(fine.sample(k, seed=1000 + i), sens.info),
+                                       n_rows, **step_options(LOCOMOTION_DEFAULT))[0]
             else:  # rows as sampled: post=N below applies the repair (post=4 is the release default on locomotion)
                 rows = synthesize(sens, epsilon=args.epsilon, delta=args.delta, unit="transition", pretrained=synth,
                                   n=n_rows, out_dataset=None, progress=False, postprocess=False).dataset
@@ -148,12 +158,24 @@ def main() -> None:
                "dp_steps": synth.history[-1]["steps"] if kind in ("dp", "nodp") else 0,
                "noise_multiplier": synth.history[-1].get("noise_multiplier") if kind == "dp" else None,
                "finetune_and_sample_s": round(ft, 1), "postprocess": post, "policy": pol, "epsilon_spent": route_spent}
+        variants = [("", rows)]
+        if kind == "dp" and sched.get("route") and sched.get("pair"):
+            variants.append(("no relabel (same fine-tune, same first draw)", paired))
+        for variant, rows in variants:
+            _report(dict(out, variant=variant) if variant else out, rows, sens, sched, args, agents, train_batched,
+                    AgentJob)
+
+
+def _report(out, rows, sens, sched, args, agents, train_batched, AgentJob) -> None:
+    """One output line: the row's data checks, its saved rows and its agents' scores."""
+    if True:
         if args.diagnose:
             out["checks"] = diagnose(rows, sens)
         if args.save:
             from privsynth.evaluation.bench.dataset_cache import save_dataset
 
-            label = "_".join(f"{k}{v:g}" for k, v in sched.items()) or "default"
+            label = ("_".join(f"{k}{v:g}" for k, v in sched.items()) or "default") + ("_norelabel" if out.get("variant")
+                                                                                    else "")
             path = pathlib.Path(args.save) / f"{args.env}_{args.sensitive_steps}_{label}.npz"
             save_dataset(rows, path)
             out["saved"] = str(path)
