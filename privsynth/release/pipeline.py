@@ -127,7 +127,7 @@ def synthesize(
     * ``policy_share`` (PrivORL-n): spend this share of ``epsilon`` on a DP behaviour policy that relabels the
       sampled actions before the simulator repair re-simulates each row (:mod:`privsynth.release.relabel`); the
       fine-tune gets the rest. ``"auto"``: :data:`~privsynth.release.relabel.POLICY_SHARE` where the post-processing
-      re-simulates rows (the locomotion default), else 0.
+      re-simulates rows in a MuJoCo locomotion environment (measured there), else 0.
     * ``layout`` (transition-level releases): ``transitions`` (default: one Minari episode per transition, the rows
       exactly), ``chained`` (the rows ordered into episodes, each next row's state snapped to the previous row's next
       state; about 1.5x the source's bytes instead of 7.7x, at a cost in dynamics) or ``auto``: chained above
@@ -195,7 +195,10 @@ def synthesize(
     postprocess = _check_postprocess(sens.info, postprocess, unit=unit, episodes=episodes)
     from privsynth.release.relabel import resolve_policy_share
 
-    policy_epsilon = epsilon * resolve_policy_share(policy_share, steps=postprocess, unit=unit, n=n)
+    from privsynth.release.postprocess import default_steps
+
+    policy_epsilon = epsilon * resolve_policy_share(policy_share, steps=postprocess, unit=unit, n=n,
+                                                    locomotion=default_steps(sens.info) is not None)
     if config is not None and not config.private:
         policy_epsilon = 0.0  # the no-privacy ablation releases nothing; its actions stay the model's
     pubs = [as_dataset(p) for p in public_list]
