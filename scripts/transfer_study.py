@@ -13,7 +13,7 @@ adapters plus biases and norms instead of every parameter: dp.trainable = "lora"
 ε = E relabels the actions before post=N: privsynth.synth.dp_policy; polmode=1 replaces them, else the residual
 around the release's own policy is kept; polepochs), route=1 (the release exactly as `privsynth synthesize` makes
 it: the default post-processing and DP action relabel, one budget; share=S sets the relabel's share of epsilon;
-pair=1 also reports the same fine-tuned model's rows without the relabel, from the same first draw), seed (synthesizer seed: initial
+pair=1 also reports the same fine-tuned model's rows without the relabel, from the same first draw and top-up draws), seed (synthesizer seed: initial
 noise of the fine-tune and the sampler), rows (synthetic rows sampled), dp=0 (the same fine-tune without clipping or
 noise: the no-DP control), real=1 (agents on the sensitive set itself: the real row), ft=0 (no fine-tune: the public
 model alone, the control row), post=N (post-processing, free under DP): 1 actions clipped, s', reward and terminal
@@ -120,13 +120,14 @@ def main() -> None:
                 route_spent = res.epsilon
                 if sched.get("pair"):  # the same fine-tuned model's rows without the relabel (paired: the first
                     # draw is the same sample), repaired and topped up as the route does
-                    from privsynth.release.postprocess import LOCOMOTION_DEFAULT, step_options, topped_up
+                    from privsynth.release.postprocess import LOCOMOTION_DEFAULT, draw_seed, step_options, topped_up
                     from privsynth.release.support import prepare_release
 
-                    fine = res.synthesizer
+                    fine = res.synthesizer  # its top-up draws are the route's too (the same draw_seed)
                     first = prepare_release(fine.sample(n_rows, name=rows.info.name), sens.info)
-                    paired = topped_up(first, lambda k, i: prepare_release(fine.sample(k, seed=1000 + i), sens.info),
-                                       n_rows, **step_options(LOCOMOTION_DEFAULT))[0]
+                    paired = topped_up(first, lambda k, i: prepare_release(
+                        fine.sample(k, seed=draw_seed(fine.config.seed, i)), sens.info),
+                        n_rows, **step_options(LOCOMOTION_DEFAULT))[0]
             else:  # rows as sampled: post=N below applies the repair (post=4 is the release default on locomotion)
                 rows = synthesize(sens, epsilon=args.epsilon, delta=args.delta, unit="transition", pretrained=synth,
                                   n=n_rows, out_dataset=None, progress=False, postprocess=False).dataset
@@ -168,25 +169,24 @@ def main() -> None:
 
 def _report(out, rows, sens, sched, args, agents, train_batched, AgentJob) -> None:
     """One output line: the row's data checks, its saved rows and its agents' scores."""
-    if True:
-        if args.diagnose:
-            out["checks"] = diagnose(rows, sens)
-        if args.save:
-            from privsynth.evaluation.bench.dataset_cache import save_dataset
+    if args.diagnose:
+        out["checks"] = diagnose(rows, sens)
+    if args.save:
+        from privsynth.evaluation.bench.dataset_cache import save_dataset
 
-            label = ("_".join(f"{k}{v:g}" for k, v in sched.items()) or "default") + ("_norelabel" if out.get("variant")
-                                                                                    else "")
-            path = pathlib.Path(args.save) / f"{args.env}_{args.sensitive_steps}_{label}.npz"
-            save_dataset(rows, path)
-            out["saved"] = str(path)
-        for agent, real, public in zip(agents, args.real, args.public) if not args.no_agents else ():
-            runs = train_batched([AgentJob(rows, sens.info, s) for s in (0, 1, 2)], agent, num_updates=args.updates,
-                                 eval_every=2000, eval_episodes=5, final_k=3, progress=False)
-            scores = np.array([r.final_score for r in runs])
-            out[f"{agent}_final"] = [round(float(s), 1) for s in scores]
-            out[f"{agent}_mean"] = round(float(scores.mean()), 1)
-            out[f"{agent}_gap_closed"] = round(float((scores.mean() - public) / (real - public)), 2)
-        print(json.dumps(out), flush=True)
+        label = ("_".join(f"{k}{v:g}" for k, v in sched.items()) or "default") + ("_norelabel" if out.get("variant")
+                                                                                else "")
+        path = pathlib.Path(args.save) / f"{args.env}_{args.sensitive_steps}_{label}.npz"
+        save_dataset(rows, path)
+        out["saved"] = str(path)
+    for agent, real, public in zip(agents, args.real, args.public) if not args.no_agents else ():
+        runs = train_batched([AgentJob(rows, sens.info, s) for s in (0, 1, 2)], agent, num_updates=args.updates,
+                             eval_every=2000, eval_episodes=5, final_k=3, progress=False)
+        scores = np.array([r.final_score for r in runs])
+        out[f"{agent}_final"] = [round(float(s), 1) for s in scores]
+        out[f"{agent}_mean"] = round(float(scores.mean()), 1)
+        out[f"{agent}_gap_closed"] = round(float((scores.mean() - public) / (real - public)), 2)
+    print(json.dumps(out), flush=True)
 
 
 def _relabel(rows, sens, sched, args):

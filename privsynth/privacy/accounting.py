@@ -19,7 +19,7 @@ one zCDP implementation), so that no second accounting anywhere in privsynth can
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 import dp_accounting as dpa
@@ -41,6 +41,7 @@ __all__ = [
     "dpsgd_epsilon",
     "events_epsilon",
     "calibrate_noise_multiplier",
+    "smallest_sigma",
     "gaussian_sigma",
     "gaussian_epsilon",
     "laplace_scale",
@@ -214,13 +215,8 @@ def calibrate_noise_multiplier(
     rtol: float = 1e-3,
     count_scale: float = 0.0,
 ) -> float:
-    """Smallest σ (up to relative ``rtol``) whose DP-SGD run has ε ≤ ``target_epsilon`` at ``delta``.
-
-    The returned σ is the upper end of a final bracket [σ/(1+rtol), σ] with ε(σ) ≤ target < ε(σ/(1+rtol)). The
-    bracket is found geometrically (starting from the cheap RDP answer for pld/prv: RDP's ε is never below theirs)
-    and closed by a safeguarded secant search in log σ, where ε is nearly linear: about 5 accountant calls instead of
-    the 10-12 of plain bisection, which matters for PLD and PRV (0.3-4 s per call).
-    """
+    """Smallest σ (up to relative ``rtol``) whose DP-SGD run has ε ≤ ``target_epsilon`` at ``delta``
+    (:func:`smallest_sigma`; for pld/prv starting from the cheap RDP answer: RDP's ε is never below theirs)."""
     check_epsilon(target_epsilon, "target epsilon")
     check_delta(delta)
     check_accountant(accountant)
@@ -231,22 +227,36 @@ def calibrate_noise_multiplier(
     if count_scale and not 1.0 / count_scale < target_epsilon:
         raise PrivacyError(f"the unit count alone spends epsilon {1.0 / count_scale:.4g} of the target {target_epsilon:g}")
 
-    def excess(log_sigma: float) -> float:
-        return (dpsgd_epsilon(math.exp(log_sigma), sample_rate, steps, delta, accountant, count_scale=count_scale)
-                - target_epsilon)
+    start = None if accountant == "rdp" else calibrate_noise_multiplier(
+        target_epsilon, delta, sample_rate, steps, "rdp", rtol=1e-2, count_scale=count_scale)
+    return smallest_sigma(
+        lambda sigma: dpsgd_epsilon(sigma, sample_rate, steps, delta, accountant, count_scale=count_scale),
+        target_epsilon, start=start, rtol=rtol, what=f"epsilon {target_epsilon} at delta {delta}")
 
-    if accountant == "rdp":
+
+def smallest_sigma(epsilon_of: Callable[[float], float], target: float, *, start: float | None = None,
+                   rtol: float = 1e-3, what: str = "the target") -> float:
+    """Smallest noise multiplier σ (up to relative ``rtol``) with ``epsilon_of(σ)`` ≤ ``target``, for any ε that falls
+    as σ grows: one DP-SGD run (:func:`calibrate_noise_multiplier`) or a run composed with a ledger's earlier events.
+
+    The returned σ is the upper end of a final bracket [σ/(1+rtol), σ] with ε(σ) ≤ target < ε(σ/(1+rtol)). The
+    bracket is found geometrically from ``start`` (steps of 10%; without it from σ = 1 in steps of 2x) and closed by a
+    safeguarded secant search in log σ, where ε is nearly linear: about 5 accountant calls instead of the 10-12 of
+    plain bisection, which matters for PLD and PRV (0.3-4 s per call).
+    """
+    def excess(log_sigma: float) -> float:
+        return epsilon_of(math.exp(log_sigma)) - target
+
+    if start is None:
         hi, step = 0.0, math.log(2.0)
     else:
-        hi = math.log(calibrate_noise_multiplier(target_epsilon, delta, sample_rate, steps, "rdp", rtol=1e-2,
-                                                 count_scale=count_scale))
-        step = math.log(1.1)
+        hi, step = math.log(start), math.log(1.1)
     f_hi = excess(hi)
     while f_hi > 0:  # move up until ε(σ_hi) ≤ target
         hi += step
         f_hi = excess(hi)
         if hi > math.log(1e6):
-            raise PrivacyError(f"no noise multiplier reaches epsilon {target_epsilon} at delta {delta}")
+            raise PrivacyError(f"no noise multiplier reaches {what}")
     lo = hi - step
     f_lo = excess(lo)
     while f_lo <= 0:  # move down until ε(σ_lo) > target

@@ -55,7 +55,7 @@ from privsynth.privacy.fastclip import BookKeepingClipper, supported
 from privsynth.privacy.ledger import LedgerEvent
 from privsynth.privacy.noise import NoiseSource
 
-__all__ = ["DPSGDConfig", "DPTrainResult", "dp_train", "GRAD_SAMPLE_MODES"]
+__all__ = ["DPSGDConfig", "DPTrainResult", "dp_train", "dp_schedule", "GRAD_SAMPLE_MODES"]
 
 GRAD_SAMPLE_MODES = ("ghost", "hooks", "bk", "auto")
 
@@ -186,8 +186,7 @@ def dp_train(
         expected_batch = cfg.batch_size
     # the δ refusal reads the exact N and is for the data holder (docs/privacy.md, "Refusals")
     acc.check_delta(cfg.delta, n_units)
-    q = expected_batch / n_units_noisy
-    steps = max(1, int(round(cfg.epochs / q)))
+    q, steps = dp_schedule(expected_batch, n_units_noisy, cfg.epochs)
     if cfg.noise_multiplier is None:
         sigma = acc.calibrate_noise_multiplier(cfg.target_epsilon, cfg.delta, q, steps, cfg.accountant,
                                                count_scale=count_scale)
@@ -312,6 +311,13 @@ def dp_train(
         world_size=1 if group is None else group.world_size,
         n_units_noisy=n_units_noisy,
     )
+
+
+def dp_schedule(batch_size: int, n_units_noisy: int, epochs: float) -> tuple[float, int]:
+    """(q, steps) of a run: the sample rate q = B / Ñ from the DP count Ñ, and steps = round(epochs / q) (at least
+    one); what a caller that composes a run before it trains (e.g. to calibrate it against a ledger) must use."""
+    q = batch_size / n_units_noisy
+    return q, max(1, int(round(epochs / q)))
 
 
 def _spare_core() -> bool:

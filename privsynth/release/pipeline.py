@@ -192,15 +192,13 @@ def synthesize(
     sens = as_dataset(sensitive).mark_sensitive(True)
     budget.check_dataset(sens)
     check_env_spaces(sens.info, sens.obs_dim, sens.act_dim)  # the release will carry this environment
-    postprocess = _check_postprocess(sens.info, postprocess, unit=unit, episodes=episodes)
+    from privsynth.release.postprocess import default_steps
     from privsynth.release.relabel import resolve_policy_share
 
-    from privsynth.release.postprocess import default_steps
-
+    env_default = default_steps(sens.info)  # public facts: the environment's simulator (one environment made)
+    postprocess = _check_postprocess(sens.info, postprocess, unit=unit, episodes=episodes, auto=env_default)
     policy_epsilon = epsilon * resolve_policy_share(policy_share, steps=postprocess, unit=unit, n=n,
-                                                    locomotion=default_steps(sens.info) is not None)
-    if config is not None and not config.private:
-        policy_epsilon = 0.0  # the no-privacy ablation releases nothing; its actions stay the model's
+                                                    locomotion=env_default is not None)
     pubs = [as_dataset(p) for p in public_list]
     for pub in pubs:
         check_public(pub, sens)
@@ -441,7 +439,8 @@ def _synthesize_registered(
 def _relabeller(synth: Any, sens: OfflineDataset, rows: OfflineDataset, *, epsilon: float, delta: float,
                 budget: float, progress: bool) -> Callable[[OfflineDataset], OfflineDataset]:
     """The action relabel of the sampled batches (:mod:`privsynth.release.relabel`) when ``epsilon`` is set and the
-    fine-tune was private, else the identity."""
+    fine-tune was private, else the identity (the no-privacy ablation releases nothing: its actions stay the
+    model's)."""
     if not epsilon or not synth.config.private:
         return lambda ds: ds
     from privsynth.release.relabel import fit_relabeller
@@ -523,14 +522,17 @@ def _draw_seed(synth: Any, i: int) -> int:
     return draw_seed(getattr(synth.config, "seed", 0), i)
 
 
-def _check_postprocess(info: Any, apply: Any, *, unit: str, episodes: int | None) -> Any:
+def _check_postprocess(info: Any, apply: Any, *, unit: str, episodes: int | None, auto: Any = "resolve") -> Any:
     """The post-processing a release gets: ``"auto"`` resolved from the environment (public facts only; row releases
-    at the transition unit only: episodes keep their shape), anything else checked. An unsupported request fails
-    here, before any training spends the budget."""
+    at the transition unit only: episodes keep their shape; ``auto``: the caller's
+    :func:`~privsynth.release.postprocess.default_steps` of ``info`` when it has it), anything else checked. An
+    unsupported request fails here, before any training spends the budget."""
     from privsynth.release.postprocess import check_supported, default_steps
 
     if apply == "auto":
-        return default_steps(info) if unit == "transition" and episodes is None else None
+        if unit != "transition" or episodes is not None:
+            return None
+        return default_steps(info) if auto == "resolve" else auto
     if apply:
         check_supported(info, apply)
     return apply

@@ -74,9 +74,9 @@ def fit_relabeller(synth: Any, sensitive: OfflineDataset, rows: OfflineDataset, 
     """Fit π̂ on ``rows`` (a DP output), DP fine-tune it on ``sensitive`` into π̃, and append the DP-SGD event to
     ``synth``'s ledger (after its fine-tune: the same DP count Ñ sizes the batch and the steps).
 
-    σ: calibrated to ``epsilon`` on its own; with ``budget`` (the release's ε), the smallest σ (within 1%) no larger
-    than that whose event, composed with the ledger, stays within ``budget``: composition spends less than the sum of
-    its parts, and the policy gets what the fine-tune's share left unspent."""
+    σ: calibrated to ``epsilon`` on its own; with ``budget`` (the release's ε), the smallest σ (within 1%) whose event,
+    composed with the ledger, stays within ``budget``: composition spends less than the sum of its parts, and the
+    policy gets what the fine-tune's share left unspent."""
     cfg = cfg or DPPolicyConfig()
     cfg.validate()
     ledger = synth.ledger
@@ -91,7 +91,8 @@ def fit_relabeller(synth: Any, sensitive: OfflineDataset, rows: OfflineDataset, 
     sigma = None if budget is None else _sigma_within(ledger, budget, epsilon=epsilon, delta=delta, cfg=cfg,
                                                       n_noisy=n_noisy, accountant=ledger.accountant)
     policy, res = fit_dp(sensitive, reference, cfg, epsilon=epsilon, delta=delta, n_units_noisy=n_noisy,
-                         noise_seed=synth.config.noise_seed, noise_multiplier=sigma, progress=progress)
+                         noise_seed=synth.config.noise_seed, noise_multiplier=sigma, accountant=ledger.accountant,
+                         progress=progress)
     ledger.append(res.event)
     record = {"mode": cfg.mode, "epsilon": res.epsilon, "noise_multiplier": res.noise_multiplier, "steps": res.steps,
               "batch_size": cfg.batch_size, "epochs": cfg.epochs, "costs_privacy": True,
@@ -102,16 +103,15 @@ def fit_relabeller(synth: Any, sensitive: OfflineDataset, rows: OfflineDataset, 
 
 def _sigma_within(ledger: Any, budget: float, *, epsilon: float, delta: float, cfg: DPPolicyConfig, n_noisy: int,
                   accountant: str) -> float:
-    """The policy run's σ: calibrated to ``epsilon`` alone, then lowered by bisection (on log σ, to 1%) while the
-    ledger with the run's event composes within ``budget`` (public quantities only: Ñ, the schedule, the ledger)."""
-    import math
-
+    """The policy run's σ: the smallest (:func:`~privsynth.privacy.accounting.smallest_sigma`, from the σ calibrated
+    to ``epsilon`` alone) whose event, composed with ``ledger``, stays within ``budget`` (public quantities only: Ñ,
+    the schedule, the ledger)."""
     from privsynth.privacy import accounting as acc
+    from privsynth.privacy.dpsgd import dp_schedule
     from privsynth.privacy.events import LedgerEvent
     from privsynth.privacy.ledger import Ledger
 
-    q = cfg.batch_size / n_noisy
-    steps = max(1, int(round(cfg.epochs / q)))
+    q, steps = dp_schedule(cfg.batch_size, n_noisy, cfg.epochs)  # as dp_train will run it
 
     def total(sigma: float) -> float:
         trial = Ledger.from_dict(ledger.to_dict())
@@ -119,13 +119,5 @@ def _sigma_within(ledger: Any, budget: float, *, epsilon: float, delta: float, c
                                        max_grad_norm=cfg.max_grad_norm, unit="transition", noise="secure"))
         return trial.epsilon(delta)
 
-    hi = acc.calibrate_noise_multiplier(epsilon, delta, q, steps, accountant)
-    while total(hi) > budget:  # the split alone over budget (not expected): more noise until it fits
-        hi *= 1.25
-    lo = hi / 8
-    if total(lo) <= budget:
-        return lo
-    while hi / lo > 1.01:
-        mid = math.sqrt(lo * hi)
-        lo, hi = (lo, mid) if total(mid) <= budget else (mid, hi)
-    return hi
+    alone = acc.calibrate_noise_multiplier(epsilon, delta, q, steps, accountant)
+    return acc.smallest_sigma(total, budget, start=alone, rtol=1e-2, what=f"the budget {budget:g} with the ledger")

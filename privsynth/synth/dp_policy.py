@@ -3,8 +3,8 @@
 The transfer study (docs/transfer.md, fourth round) found that a DP diffusion release teaches the real state → action
 map worst of all it carries: policy R² 0.38 / 0.46 (Walker2d / Hopper, ε = 10) against 0.56 / 0.59 without DP, and
 no simulator repair touches it. A regression of the action on the state is a far smaller problem than a joint
-density of the whole row, and DP-SGD learns it well from the same 20k rows (a 256 × 2 MLP at ε = 1: R² 0.62 on
-held-out real states). So a share of ε buys a **DP behaviour-cloning policy** π̃(s), and the release's actions are
+density of the whole row, and DP-SGD learns it well from the same 20k rows (a 256 × 2 MLP at ε = 1: R² 0.67 on
+held-out real states, ``scripts/policy_probe.py r2``). So a share of ε buys a **DP behaviour-cloning policy** π̃(s), and the release's actions are
 relabelled with it before the simulator repair recomputes s′, reward and flag from (s, ã):
 
 * ``replace``: ã = π̃(s);
@@ -15,7 +15,7 @@ relabelled with it before the simulator repair recomputes s′, reward and flag 
 **Privacy.** π̃ is trained by the privacy core's DP-SGD (:func:`privsynth.privacy.dpsgd.dp_train`: Poisson sampling,
 per-transition clipping, Gaussian noise, a ledger event). It starts from π̂ (free) and normalises states with the
 release's mean and standard deviation (free), so it reads the sensitive set only inside the mechanism. The event
-composes with the release's other events on its ledger (PLD). Transition unit only: a trajectory unit would clip
+composes with the release's other events on its ledger (by the ledger's accountant). Transition unit only: a trajectory unit would clip
 each trajectory's summed gradient, which this module does not do.
 
 Own code rather than a library: the regression is twenty lines of torch; what matters, the DP-SGD and its
@@ -39,9 +39,9 @@ __all__ = ["DPPolicyConfig", "PolicyNet", "fit_plain", "fit_dp", "relabel_action
 
 @dataclass
 class DPPolicyConfig:
-    """The DP behaviour policy's schedule (chosen on the public transfer proxies, docs/transfer.md)."""
+    """The DP behaviour policy's schedule, probed on the Walker2d transfer proxy (``scripts/policy_probe.py``); the
+    share of ε it gets is the release's decision (:data:`privsynth.release.relabel.POLICY_SHARE`)."""
 
-    share: float = 0.1  # share of the release's ε spent on the policy (0 = no relabelling)
     epochs: float = 50.0  # DP epochs (expected passes; steps = epochs / q)
     batch_size: int = 1024  # expected transitions per DP step
     lr: float = 1e-3
@@ -52,8 +52,6 @@ class DPPolicyConfig:
     mode: Literal["replace", "residual"] = "residual"
 
     def validate(self) -> None:
-        if not 0.0 <= self.share < 1.0:
-            raise InvalidData(f"policy share must be in [0, 1), got {self.share}")
         if self.mode not in ("replace", "residual"):
             raise InvalidData(f"policy relabel mode must be 'replace' or 'residual', got {self.mode!r}")
 
@@ -141,7 +139,7 @@ def fit_plain(rows: OfflineDataset, cfg: DPPolicyConfig, *, seed: int = 0) -> Po
 
 def fit_dp(sensitive: OfflineDataset, start: PolicyNet, cfg: DPPolicyConfig, *, epsilon: float, delta: float,
            n_units_noisy: int | None = None, noise_seed: int | None = None, noise_multiplier: float | None = None,
-           progress: bool = False):
+           accountant: str = "rdp", progress: bool = False):
     """π̃: ``start`` (a copy) DP fine-tuned on the sensitive (s, a) pairs; returns (policy, DPTrainResult). σ is
     calibrated to ``epsilon`` unless ``noise_multiplier`` is given (the caller then composes the event itself)."""
     from privsynth.privacy.dpsgd import DPSGDConfig, dp_train
@@ -153,7 +151,7 @@ def fit_dp(sensitive: OfflineDataset, start: PolicyNet, cfg: DPPolicyConfig, *, 
     x = torch.as_tensor(sensitive.observations.astype(np.float32))
     y = torch.as_tensor(np.clip(sensitive.actions, low, high).astype(np.float32))
     dcfg = DPSGDConfig(target_epsilon=epsilon, delta=delta, epochs=cfg.epochs, batch_size=cfg.batch_size,
-                       max_grad_norm=cfg.max_grad_norm, unit="transition", accountant="rdp",
+                       max_grad_norm=cfg.max_grad_norm, unit="transition", accountant=accountant,
                        grad_sample_mode="auto", noise_seed=noise_seed, noise_multiplier=noise_multiplier)
     res = dp_train(_SquaredError(policy), (x, y), dcfg, make_optimizer=lambda ps: torch.optim.Adam(ps, lr=cfg.lr),
                    progress=progress, description="DP-SGD behaviour policy (action relabel)",
@@ -164,8 +162,7 @@ def fit_dp(sensitive: OfflineDataset, start: PolicyNet, cfg: DPPolicyConfig, *, 
 def relabel_actions(rows: OfflineDataset, policy: PolicyNet, *, mode: str = "residual",
                     reference: PolicyNet | None = None) -> OfflineDataset:
     """The rows with their actions replaced by ``policy``'s (``replace``) or moved by ``policy − reference``
-    (``residual``), clipped to the action box. s′, reward and flags are left as they were: re-simulate them."""
-    low, high = _box(rows)
+    (``residual``), clipped to the policy's action box. s′, reward and flags are left as they were: re-simulate them."""
     new = policy.act(rows.observations)
     if mode == "residual":
         if reference is None:
@@ -173,4 +170,5 @@ def relabel_actions(rows: OfflineDataset, policy: PolicyNet, *, mode: str = "res
         new = new + (rows.actions - reference.act(rows.observations))
     elif mode != "replace":
         raise InvalidData(f"unknown relabel mode {mode!r}")
-    return dataclasses.replace(rows, actions=np.clip(new, low, high).astype(rows.actions.dtype))
+    new = np.clip(new, policy.low.numpy(), policy.high.numpy())
+    return dataclasses.replace(rows, actions=new.astype(rows.actions.dtype))
