@@ -19,7 +19,9 @@ noise: the no-DP control), real=1 (agents on the sensitive set itself: the real 
 model alone, the control row), post=N (post-processing, free under DP): 1 actions clipped, s', reward and terminal
 recomputed by the public simulator from each (s, a); 2 only the terminal flag recomputed from each row's own s' by
 the environment's rule; 3 as 2, and rows starting in a state the environment ends episodes in dropped; 4 = 1 and 3
-(the default of `release.synthesize` on locomotion since round 4; without post=N the rows stay as sampled).
+(the default of `release.synthesize` on locomotion since round 4; without post=N the rows stay as sampled); chain=H
+(after post=N, or on a saved release that was re-simulated) continues the rows as H-step simulator rollouts
+(privsynth.release.rollout, free).
 
 --rows-from reads the rows an earlier run wrote with --save instead of a new fine-tune, so post=N measures
 post-processing on that very release (paired); --diagnose records each row's data checks (--no-agents: only them). The pre-trained
@@ -56,7 +58,7 @@ def main() -> None:
     ap.add_argument("--public", type=float, action="append", required=True,
                     help="public-alone final score per --agent (agent_public)")
     ap.add_argument("--schedule", action="append", default=[],
-                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,mult=K][,lora=R][,pol=E][,polmode=1][,route=1[,share=S][,pair=1]][,seed=S][,rows=R][,dp=0][,real=1][,post=1][,ft=0] (repeatable)")
+                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,mult=K][,lora=R][,pol=E][,polmode=1][,route=1[,share=S][,pair=1]][,seed=S][,rows=R][,dp=0][,real=1][,post=1][,chain=H][,ft=0] (repeatable)")
     ap.add_argument("--sensitive-steps", type=int, default=20_000,
                     help="size of the sensitive set (the suites use 20k; a larger one tests how N changes the cost of DP)")
     ap.add_argument("--epsilon", type=float, default=10.0)
@@ -150,6 +152,11 @@ def main() -> None:
                      4: LOCOMOTION_DEFAULT}[int(sched["post"])]
             rows, stats = postprocess(rows, environment=sens.info, **step_options(steps))
             post = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
+        if sched.get("chain"):  # free: rows continued as simulator rollouts (privsynth.release.rollout)
+            from privsynth.release.rollout import chain_rollouts
+
+            rows, chained = chain_rollouts(rows, horizon=int(sched["chain"]))
+            post = {**post, **{f"chain_{k}": v for k, v in chained.items() if isinstance(v, (int, float))}}
         ft = time.time() - t0
         post = {k: v for k, v in post.items() if isinstance(v, (int, float))}
         pol = {k: v for k, v in pol.items() if isinstance(v, (int, float, str)) and k != "note"}

@@ -369,7 +369,7 @@ def test_step_options_name_the_steps():
     from privsynth.release.postprocess import step_options
 
     every = {"clip_actions": True, "reward": True, "resimulate": True, "drop_in_walls": True,
-             "drop_goals_in_walls": True, "relabel_terminals": True, "drop_terminated_starts": True}
+             "drop_goals_in_walls": True, "relabel_terminals": True, "drop_terminated_starts": True, "chain": True}
     assert step_options(True) == step_options("all") == every
     none = dict.fromkeys(every, False)
     assert step_options("clip,reward") == step_options(["reward", "clip"]) == {
@@ -394,7 +394,8 @@ def test_reward_step_alone_restores_rewards_and_keeps_every_row_and_next_state(s
     dist = np.linalg.norm(nxt[:, :2] - nxt[:, 4:6], axis=1)
     np.testing.assert_array_equal(fixed.rewards, (dist <= 0.45).astype(fixed.rewards.dtype))
     assert st["steps"] == {"clip_actions": True, "resimulate": False, "reward": True, "drop_in_walls": False,
-                           "drop_goals_in_walls": False, "relabel_terminals": False, "drop_terminated_starts": False}
+                           "drop_goals_in_walls": False, "relabel_terminals": False, "drop_terminated_starts": False,
+                           "chain": False}
     assert postprocess(bad)[1]["rows_dropped_in_walls"] >= 5
 
 

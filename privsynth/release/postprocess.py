@@ -18,7 +18,11 @@ environment is public and simulable, those parts can be repaired from the enviro
   dropped (MuJoCo locomotion: s not ``is_healthy``; real data never continues from one);
 * ``drop_in_walls``: rows whose s or s′ lies inside a wall or off the map dropped (PointMaze);
 * ``drop_goals_in_walls``: rows whose desired goal lies inside a wall or off the map dropped (PointMaze draws its
-  goals in free cells only; utility study round 10, docs/synthesizers.md).
+  goals in free cells only; utility study round 10, docs/synthesizers.md);
+* ``chain``: the repaired rows turned into short simulator rollouts (MuJoCo locomotion, after ``resimulate``), so
+  that each next state but a chain's last is another row's state (:mod:`privsynth.release.rollout`; issue 37, sixth
+  round). Not row-wise, and it draws (non-private) randomness; still a function of the DP output and the public
+  environment.
 
 A step that drops rows leaves fewer than were sampled; :func:`topped_up` samples more from the same (DP) model until
 the requested number of rows is kept (also free: more draws from a released model are post-processing too).
@@ -26,7 +30,8 @@ the requested number of rows is kept (also free: more draws from a released mode
 **Costs no privacy.** The output is a function of the DP output's rows and the public environment spec only
 (:data:`privsynth.release.support.ENV_FACT_FIELDS`); it reads no sensitive data and draws no randomness, so by the
 post-processing theorem of differential privacy (Dwork & Roth 2014, Prop. 2.1) it is exactly as private as its input.
-It is also row-wise: each output row depends on its own input row alone. Datasets marked sensitive are refused.
+Every step but ``chain`` is row-wise: each output row depends on its own input row alone. Datasets marked
+sensitive are refused.
 
 Environments: gymnasium-robotics PointMaze (sparse and dense) and gymnasium MuJoCo locomotion (observation =
 qpos[k:] | qvel), through the adapters of :mod:`privsynth.evaluation.rl_checks`; anything else raises.
@@ -42,6 +47,7 @@ import numpy as np
 from privsynth.data.dataset import DatasetInfo, OfflineDataset, environment_facts
 from privsynth.data.env_adapters import MujocoLocomotionAdapter, PointMazeAdapter, adapter_for
 from privsynth.errors import InvalidData, PrivacyError, PrivsynthError
+from privsynth.release.rollout import chain_rollouts
 
 __all__ = ["postprocess", "step_options", "check_supported", "topped_up", "draw_seed", "default_steps", "STEPS",
            "SUPPORTED", "LOCOMOTION_DEFAULT"]
@@ -50,7 +56,8 @@ SUPPORTED = "PointMaze (gymnasium-robotics, sparse or dense reward) and MuJoCo l
 _CHANGED = 1e-6  # a recomputed value differing by more than this counts as changed
 # the steps by the names users give them (CLI ``--postprocess reward,clip``, bench ``postprocess: [reward, clip]``)
 STEPS = {"clip": "clip_actions", "reward": "reward", "resimulate": "resimulate", "walls": "drop_in_walls",
-         "goals": "drop_goals_in_walls", "terminal": "relabel_terminals", "healthy": "drop_terminated_starts"}
+         "goals": "drop_goals_in_walls", "terminal": "relabel_terminals", "healthy": "drop_terminated_starts",
+         "chain": "chain"}
 
 
 # What a transition release gets when no post-processing is asked for ("auto"), chosen on the public transfer proxies
@@ -113,6 +120,11 @@ def check_supported(info: DatasetInfo, steps: Any) -> None:
     if named and options["drop_terminated_starts"] and kind != "mujoco":
         raise InvalidData(f"the post-processing step 'healthy' drops rows starting in a state the environment ends "
                           f"episodes in: MuJoCo locomotion only, not '{info.env_id}'")
+    if named and options["chain"] and kind != "mujoco":
+        raise InvalidData(f"the post-processing step 'chain' continues rows as MuJoCo locomotion rollouts, not "
+                          f"'{info.env_id}'")
+    if options["chain"] and not options["resimulate"]:
+        raise InvalidData("the post-processing step 'chain' continues re-simulated rows: add 'resimulate'")
 
 
 def postprocess(
@@ -125,6 +137,7 @@ def postprocess(
     drop_goals_in_walls: bool = True,
     relabel_terminals: bool = True,
     drop_terminated_starts: bool = True,
+    chain: bool = False,
     environment: DatasetInfo | None = None,
 ) -> tuple[OfflineDataset, dict[str, Any]]:
     """Repair a synthetic (DP) dataset with its public environment; returns (new dataset, stats). See module docstring.
@@ -133,7 +146,11 @@ def postprocess(
     (e.g. the evaluation environment of a benchmark); default: the dataset's own. The stats (rows in / kept, fraction
     of actions clipped, of rewards and terminals changed, mean and max change of s′) are also recorded in the output's
     ``info.extra["postprocess"]`` and, when it has one, its privacy card (``privacy_card["postprocess"]``).
+    ``chain`` (off unless asked for, also by ``True``/``"all"`` on other environments, where it is skipped) needs
+    ``resimulate`` and turns the kept rows into rollouts (:func:`privsynth.release.rollout.chain_rollouts`).
     """
+    if chain and not resimulate:
+        raise InvalidData("the post-processing step 'chain' continues re-simulated rows: add 'resimulate'")
     if dataset.info.sensitive:
         raise PrivacyError(f"refusing to post-process sensitive dataset '{dataset.info.name}': post-processing is for "
                            "DP outputs (synthetic releases), and it would publish a function of the sensitive rows")
@@ -158,7 +175,7 @@ def postprocess(
                                            "drop_in_walls": drop_in_walls,
                                            "drop_goals_in_walls": drop_goals_in_walls,
                                            "relabel_terminals": relabel_terminals,
-                                           "drop_terminated_starts": drop_terminated_starts}}
+                                           "drop_terminated_starts": drop_terminated_starts, "chain": chain}}
         if isinstance(adapter, PointMazeAdapter):
             stats["reward_type"] = adapter.reward_type
         if clip_actions:
@@ -203,7 +220,10 @@ def postprocess(
                           "states the environment ends episodes in")
     stats["seconds"] = time.perf_counter() - t0
     stats["cpu_seconds"] = time.process_time() - c0
-    return _with_rows(dataset, info, keep, act, rew, nxt, term, stats), stats
+    out = _with_rows(dataset, info, keep, act, rew, nxt, term, stats)
+    if chain and isinstance(adapter, MujocoLocomotionAdapter):
+        out, stats["chain"] = chain_rollouts(out)
+    return out, stats
 
 
 def _recompute(
@@ -279,6 +299,9 @@ def topped_up(
     other stats are those of ``first``'s post-processing."""
     if n <= 0:
         raise InvalidData(f"topped_up needs a positive number of rows, got {n}")
+    chain = options.pop("chain", False)  # once, over the n rows kept (not per draw)
+    if chain and not options.get("resimulate", True):
+        raise InvalidData("the post-processing step 'chain' continues re-simulated rows: add 'resimulate'")
     parts, stats = [], None
     kept = seen = 0
     i = 0
@@ -315,7 +338,10 @@ def topped_up(
     data = data.first_rows(n)
     stats = {**(stats or {}), "rows_in": seen, "rows_kept": n, "draws": i + 1, "keep_rate": kept / seen,
              "topped_up_to": n}
+    if chain and data.info.extra.get("postprocess", {}).get("adapter") == MujocoLocomotionAdapter.name:
+        data, stats["chain"] = chain_rollouts(data)
     record = {**data.info.extra.get("postprocess", {}), **stats}
+    stats["steps"] = record["steps"] = {**record.get("steps", {}), "chain": bool(chain)}
     card = None if data.info.privacy_card is None else {**data.info.privacy_card, "postprocess": record}
     info = dataclasses.replace(data.info, privacy_card=card, extra={**data.info.extra, "postprocess": record})
     return dataclasses.replace(data, info=info), stats

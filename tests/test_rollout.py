@@ -1,0 +1,100 @@
+"""The ``chain`` post-processing step (privsynth.release.rollout): short simulator rollouts from a release's rows."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from privsynth.data.dataset import DatasetInfo, OfflineDataset
+from privsynth.errors import InvalidData, PrivacyError
+
+from test_postprocess import _hopper_rollout
+
+
+@pytest.fixture(scope="module")
+def release() -> OfflineDataset:
+    """Hopper rows shuffled into single transitions, as a transition release is: every s′ is a simulator step but
+    no row continues another."""
+    rows = _hopper_rollout(120, seed=3)
+    order = np.random.default_rng(0).permutation(rows.n_transitions)
+    return dataclasses.replace(rows, observations=rows.observations[order], actions=rows.actions[order],
+                               rewards=rows.rewards[order], next_observations=rows.next_observations[order],
+                               terminals=rows.terminals[order], timeouts=np.ones(len(order), bool),
+                               episode_ids=np.arange(len(order)))
+
+
+def test_chains_are_simulator_steps_whose_next_states_start_the_next_rows(release):
+    from privsynth.data.env_adapters import adapter_for
+    from privsynth.release.rollout import chain_rollouts
+
+    out, stats = chain_rollouts(release, horizon=4, seed=1)
+    assert out.n_transitions == release.n_transitions  # as many rows as came in
+    ep = out.episode_ids
+    same = ep[:-1] == ep[1:]
+    # within a chain, each s' is the next row's s; a chain's end is flagged (terminal or truncation), nothing else
+    np.testing.assert_allclose(out.next_observations[:-1][same], out.observations[1:][same], atol=1e-6)
+    ends = np.append(~same, True)
+    np.testing.assert_array_equal(out.terminals.astype(bool) | out.timeouts.astype(bool), ends)
+    assert not (out.terminals.astype(bool) & out.timeouts.astype(bool)).any()
+    lengths = np.bincount(ep)[np.unique(ep)]
+    assert lengths.max() <= 4 and stats["chains"] == len(lengths)
+    assert stats["chains"] < release.n_transitions / 2  # most chains run several steps
+    # each chain starts with one of the release's rows, in order
+    starts = np.flatnonzero(np.append(True, ~same[:]))[: stats["chains"]]
+    np.testing.assert_array_equal(out.observations[starts], release.observations[: len(starts)])
+    # every row is one step of the environment from its (s, a)
+    adapter = adapter_for(out.info, out.observations)
+    try:
+        for i in range(out.n_transitions):
+            s2, r, term = adapter.step_from(out.observations[i], out.actions[i])
+            np.testing.assert_allclose(out.next_observations[i], s2, atol=1e-4)
+            assert abs(out.rewards[i] - r) < 1e-4 and bool(out.terminals[i]) == term
+    finally:
+        adapter.close()
+    assert (out.actions >= -1).all() and (out.actions <= 1).all()
+    assert out.info.extra["postprocess"]["chain"]["costs_privacy"] is False
+
+
+def test_chains_are_a_function_of_the_release_and_the_seed(release):
+    """Post-processing: the same rows and seed give the same chains; another seed other residuals."""
+    from privsynth.release.rollout import chain_rollouts
+
+    a, _ = chain_rollouts(release, horizon=3, seed=0)
+    b, _ = chain_rollouts(release, horizon=3, seed=0)
+    c, _ = chain_rollouts(release, horizon=3, seed=5)
+    np.testing.assert_array_equal(a.actions, b.actions)
+    assert not np.array_equal(a.actions, c.actions)
+
+
+def test_chain_refuses_sensitive_rows_other_environments_and_unsimulated_rows(release):
+    from privsynth.release.postprocess import check_supported, postprocess
+    from privsynth.release.rollout import chain_rollouts
+
+    with pytest.raises(PrivacyError):
+        chain_rollouts(release.mark_sensitive())
+    with pytest.raises(InvalidData, match="horizon"):
+        chain_rollouts(release, horizon=0)
+    with pytest.raises(InvalidData, match="MuJoCo locomotion"):
+        check_supported(DatasetInfo(name="m", env_id="PointMaze_UMaze-v3"), "clip,resimulate,chain")
+    with pytest.raises(InvalidData, match="resimulate"):
+        check_supported(release.info, "clip,reward,chain")
+    with pytest.raises(InvalidData, match="resimulate"):
+        postprocess(release, resimulate=False, chain=True)
+
+
+def test_postprocess_and_topped_up_chain_once_over_the_kept_rows(release):
+    from privsynth.release.postprocess import postprocess, step_options, topped_up
+
+    out, stats = postprocess(release, **step_options("clip,resimulate,reward,terminal,healthy,chain"))
+    assert stats["chain"]["rows"] == out.n_transitions and out.info.extra["postprocess"]["steps"]["chain"]
+    draws = []
+
+    def draw(k: int, i: int) -> OfflineDataset:
+        draws.append(k)
+        return release.first_rows(k)
+
+    topped, st = topped_up(release.first_rows(60), draw, 100, **step_options("clip,resimulate,reward,chain"))
+    assert topped.n_transitions == 100 and draws  # topped up, then chained once
+    assert st["chain"]["rows"] == 100 and st["steps"]["chain"] is True
+    assert len(np.unique(topped.episode_ids)) == st["chain"]["chains"]
