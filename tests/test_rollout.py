@@ -9,6 +9,7 @@ import pytest
 from privsynth.data.dataset import DatasetInfo, OfflineDataset
 from privsynth.errors import InvalidData, PrivacyError
 
+from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze
 from test_postprocess import _hopper_rollout
 
 
@@ -75,8 +76,8 @@ def test_chain_refuses_sensitive_rows_other_environments_and_unsimulated_rows(re
         chain_rollouts(release.mark_sensitive())
     with pytest.raises(InvalidData, match="horizon"):
         chain_rollouts(release, horizon=0)
-    with pytest.raises(InvalidData, match="MuJoCo locomotion"):
-        check_supported(DatasetInfo(name="m", env_id="PointMaze_UMaze-v3"), "clip,resimulate,chain")
+    with pytest.raises(InvalidData, match="neither"):
+        chain_rollouts(dataclasses.replace(release, info=DatasetInfo(name="p", env_id="Pendulum-v1")))
     with pytest.raises(InvalidData, match="resimulate"):
         check_supported(release.info, "clip,reward,chain")
     with pytest.raises(InvalidData, match="resimulate"):
@@ -98,3 +99,31 @@ def test_postprocess_and_topped_up_chain_once_over_the_kept_rows(release):
     assert topped.n_transitions == 100 and draws  # topped up, then chained once
     assert st["chain"]["rows"] == 100 and st["steps"]["chain"] is True
     assert len(np.unique(topped.episode_ids)) == st["chain"]["chains"]
+
+
+def test_pointmaze_chains_keep_their_goal_and_follow_the_simulator():
+    """PointMaze rows (shuffled single steps of the umaze simulator) chained: x, y, vx, vy by the simulator, the goal
+    carried along each chain, the sparse reward and the flags from the environment's rule."""
+    from privsynth.data.env_adapters import adapter_for
+    from privsynth.release.rollout import chain_rollouts
+
+    rows = generate_pointmaze(PointMazeConfig(maze="umaze", steps=150, seed=4, ref_episodes=1), progress=False)
+    order = np.random.default_rng(1).permutation(rows.n_transitions)
+    rows = dataclasses.replace(rows, **{k: getattr(rows, k)[order] for k in (
+        "observations", "actions", "rewards", "next_observations", "terminals", "timeouts")},
+        episode_ids=np.arange(len(order)))
+    out, stats = chain_rollouts(rows, horizon=5, seed=0)
+    assert out.n_transitions == rows.n_transitions and stats["mean_chain_length"] > 2
+    same = out.episode_ids[:-1] == out.episode_ids[1:]
+    np.testing.assert_allclose(out.next_observations[:-1][same], out.observations[1:][same], atol=1e-6)
+    adapter = adapter_for(out.info, out.observations)
+    try:
+        goal = adapter.goal
+        np.testing.assert_array_equal(out.observations[1:][same][:, goal], out.observations[:-1][same][:, goal])
+        for i in range(out.n_transitions):
+            np.testing.assert_allclose(out.next_observations[i, adapter.state_dims],
+                                       adapter.simulate(out.observations[i], out.actions[i]), atol=1e-5)
+        np.testing.assert_array_equal(out.rewards, adapter.reward(out.observations, out.actions,
+                                                                  out.next_observations))
+    finally:
+        adapter.close()

@@ -19,7 +19,7 @@ environment is public and simulable, those parts can be repaired from the enviro
 * ``drop_in_walls``: rows whose s or s′ lies inside a wall or off the map dropped (PointMaze);
 * ``drop_goals_in_walls``: rows whose desired goal lies inside a wall or off the map dropped (PointMaze draws its
   goals in free cells only; utility study round 10, docs/synthesizers.md);
-* ``chain``: the repaired rows turned into short simulator rollouts (MuJoCo locomotion, after ``resimulate``), so
+* ``chain``: the repaired rows turned into short simulator rollouts (after ``resimulate``), so
   that each next state but a chain's last is another row's state (:mod:`privsynth.release.rollout`; issue 37, sixth
   round). Not row-wise, and it draws (non-private) randomness; still a function of the DP output and the public
   environment.
@@ -120,9 +120,6 @@ def check_supported(info: DatasetInfo, steps: Any) -> None:
     if named and options["drop_terminated_starts"] and kind != "mujoco":
         raise InvalidData(f"the post-processing step 'healthy' drops rows starting in a state the environment ends "
                           f"episodes in: MuJoCo locomotion only, not '{info.env_id}'")
-    if named and options["chain"] and kind != "mujoco":
-        raise InvalidData(f"the post-processing step 'chain' continues rows as MuJoCo locomotion rollouts, not "
-                          f"'{info.env_id}'")
     if options["chain"] and not options["resimulate"]:
         raise InvalidData("the post-processing step 'chain' continues re-simulated rows: add 'resimulate'")
 
@@ -146,8 +143,8 @@ def postprocess(
     (e.g. the evaluation environment of a benchmark); default: the dataset's own. The stats (rows in / kept, fraction
     of actions clipped, of rewards and terminals changed, mean and max change of s′) are also recorded in the output's
     ``info.extra["postprocess"]`` and, when it has one, its privacy card (``privacy_card["postprocess"]``).
-    ``chain`` (off unless asked for, also by ``True``/``"all"`` on other environments, where it is skipped) needs
-    ``resimulate`` and turns the kept rows into rollouts (:func:`privsynth.release.rollout.chain_rollouts`).
+    ``chain`` (off unless asked for, also by ``True``/``"all"``) needs ``resimulate`` and turns the kept rows into
+    rollouts (:func:`privsynth.release.rollout.chain_rollouts`).
     """
     if chain and not resimulate:
         raise InvalidData("the post-processing step 'chain' continues re-simulated rows: add 'resimulate'")
@@ -221,7 +218,7 @@ def postprocess(
     stats["seconds"] = time.perf_counter() - t0
     stats["cpu_seconds"] = time.process_time() - c0
     out = _with_rows(dataset, info, keep, act, rew, nxt, term, stats)
-    if chain and isinstance(adapter, MujocoLocomotionAdapter):
+    if chain:
         out, stats["chain"] = chain_rollouts(out)
     return out, stats
 
@@ -338,7 +335,7 @@ def topped_up(
     data = data.first_rows(n)
     stats = {**(stats or {}), "rows_in": seen, "rows_kept": n, "draws": i + 1, "keep_rate": kept / seen,
              "topped_up_to": n}
-    if chain and data.info.extra.get("postprocess", {}).get("adapter") == MujocoLocomotionAdapter.name:
+    if chain:
         data, stats["chain"] = chain_rollouts(data)
     record = {**data.info.extra.get("postprocess", {}), **stats}
     stats["steps"] = record["steps"] = {**record.get("steps", {}), "chain": bool(chain)}

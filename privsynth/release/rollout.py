@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -45,8 +45,8 @@ def chain_rollouts(rows: OfflineDataset, *, horizon: int = CHAIN_HORIZON, seed: 
     """The rows as chains of up to ``horizon`` simulator steps (module docstring); returns (dataset, stats).
 
     ``rows`` must already be simulator steps (post-processed with ``resimulate``) of a MuJoCo locomotion environment
-    whose observation fixes the state. ``seed`` drives which residual each new action takes (not DP noise)."""
-    from privsynth.data.env_adapters import MujocoLocomotionAdapter, adapter_for
+    whose observation fixes the state, or of PointMaze (the goal a chain starts with is kept along it). ``seed`` drives which residual each new action takes (not DP noise)."""
+    from privsynth.data.env_adapters import adapter_for
     from privsynth.synth.dp_policy import DPPolicyConfig, fit_plain
 
     if rows.info.sensitive:
@@ -58,19 +58,17 @@ def chain_rollouts(rows: OfflineDataset, *, horizon: int = CHAIN_HORIZON, seed: 
     if n == 0:
         raise InvalidData("no rows to chain")
     t0 = time.perf_counter()
-    policy = fit_plain(rows, DPPolicyConfig(), seed=seed)
-    residuals = rows.actions.astype(np.float64) - policy.act(rows.observations.astype(np.float32))
-    low, high = policy.low.numpy().astype(np.float64), policy.high.numpy().astype(np.float64)
-    rng = np.random.default_rng(seed)
     adapter = adapter_for(rows.info, rows.observations)
     try:
-        if not isinstance(adapter, MujocoLocomotionAdapter):
-            raise InvalidData(f"chains step a MuJoCo locomotion simulator from a set state; '{rows.info.env_id}' is "
-                              "not one")
+        step = _stepper(adapter, rows.info.env_id)
+        policy = fit_plain(rows, DPPolicyConfig(), seed=seed)
+        residuals = rows.actions.astype(np.float64) - policy.act(rows.observations.astype(np.float32))
+        low, high = policy.low.numpy().astype(np.float64), policy.high.numpy().astype(np.float64)
+        rng = np.random.default_rng(seed)
         pieces, made, start = [], 0, 0
         while made < n:
             k = min(-(-(n - made) // horizon), n - start)  # enough chains if none ends early
-            part = _chains(adapter, policy, residuals, low, high, rng, rows, np.arange(start, start + k), horizon)
+            part = _chains(step, policy, residuals, low, high, rng, rows, np.arange(start, start + k), horizon)
             pieces.append(part)
             made += len(part["obs"])
             start += k
@@ -100,7 +98,26 @@ def chain_rollouts(rows: OfflineDataset, *, horizon: int = CHAIN_HORIZON, seed: 
         episode_ids=out["episode"].astype(rows.episode_ids.dtype), info=info), stats
 
 
-def _chains(adapter: Any, policy: Any, residuals: np.ndarray, low: np.ndarray, high: np.ndarray,
+def _stepper(adapter: Any, env_id: str | None) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, float, bool]]:
+    """One environment step from a set state: (s, a) → (s′, reward, terminated), for the simulators the repair
+    supports (MuJoCo locomotion: the whole observation; PointMaze: x, y, vx, vy, the goal columns carried over)."""
+    from privsynth.data.env_adapters import MujocoLocomotionAdapter, PointMazeAdapter
+
+    if isinstance(adapter, MujocoLocomotionAdapter):
+        return adapter.step_from
+    if isinstance(adapter, PointMazeAdapter) and adapter.goal is not None:
+        def step(s: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, float, bool]:
+            s2 = np.array(s, dtype=np.float64)
+            s2[adapter.state_dims] = adapter.simulate(s, a)
+            done = adapter.terminal(s[None], a[None], s2[None])
+            return s2, float(adapter.reward(s[None], a[None], s2[None])[0]), bool(done is not None and done[0])
+
+        return step
+    raise InvalidData(f"chains step a MuJoCo locomotion or PointMaze simulator from a set state; '{env_id}' is "
+                      "neither")
+
+
+def _chains(step: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, float, bool]], policy: Any, residuals: np.ndarray, low: np.ndarray, high: np.ndarray,
             rng: np.random.Generator, rows: OfflineDataset, starts: np.ndarray, horizon: int) -> dict[str, Any]:
     """Chains from the rows ``starts``, stepped in lockstep; columns in chain order (chain, then step)."""
     k = len(starts)
@@ -126,7 +143,7 @@ def _chains(adapter: Any, policy: Any, residuals: np.ndarray, low: np.ndarray, h
         a = policy.act(s.astype(np.float32)).astype(np.float64) + residuals[rng.integers(0, len(residuals), len(idx))]
         a = np.clip(a, low, high)
         for j, i in enumerate(idx):
-            s2, r, done = adapter.step_from(s[j], a[j])
+            s2, r, done = step(s[j], a[j])
             obs[i, h], act[i, h], nxt[i, h], rew[i, h], term[i, h] = s[j], a[j], s2, r, done
         valid[idx, h] = True
         alive[idx] = ~term[idx, h]
