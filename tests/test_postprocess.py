@@ -369,9 +369,10 @@ def test_step_options_name_the_steps():
     from privsynth.release.postprocess import step_options
 
     every = {"clip_actions": True, "reward": True, "resimulate": True, "drop_in_walls": True,
-             "drop_goals_in_walls": True, "relabel_terminals": True, "drop_terminated_starts": True, "chain": True}
-    assert step_options(True) == step_options("all") == every
+             "drop_goals_in_walls": True, "relabel_terminals": True, "drop_terminated_starts": True, "chain": False}
+    assert step_options(True) == step_options("all") == every  # chain only by its name
     none = dict.fromkeys(every, False)
+    assert step_options("resimulate,chain") == {**none, "resimulate": True, "chain": True}
     assert step_options("clip,reward") == step_options(["reward", "clip"]) == {
         **none, "clip_actions": True, "reward": True}
     assert step_options("goals,walls") == {**none, "drop_in_walls": True, "drop_goals_in_walls": True}

@@ -86,8 +86,8 @@ def step_options(steps: Any) -> dict[str, bool]:
     """Keyword arguments of :func:`postprocess` for a choice of steps: ``True`` or ``"all"`` for every step, a
     comma-separated string or a list of names from :data:`STEPS` for those only (the utility study measured them
     apart: docs/synthesizers.md, round 7)."""
-    if steps is True or steps == "all":
-        return {kw: True for kw in STEPS.values()}
+    if steps is True or steps == "all":  # every repair; ``chain`` (not a repair of rows) only by its name
+        return {kw: kw != "chain" for kw in STEPS.values()}
     names = [n.strip() for n in steps.split(",")] if isinstance(steps, str) else list(steps)
     unknown = sorted(set(names) - set(STEPS))
     if unknown or not names:
@@ -143,7 +143,7 @@ def postprocess(
     (e.g. the evaluation environment of a benchmark); default: the dataset's own. The stats (rows in / kept, fraction
     of actions clipped, of rewards and terminals changed, mean and max change of s′) are also recorded in the output's
     ``info.extra["postprocess"]`` and, when it has one, its privacy card (``privacy_card["postprocess"]``).
-    ``chain`` (off unless asked for, also by ``True``/``"all"``) needs ``resimulate`` and turns the kept rows into
+    ``chain`` (off unless named: ``True``/``"all"`` leave it out) needs ``resimulate`` and turns the kept rows into
     rollouts (:func:`privsynth.release.rollout.chain_rollouts`).
     """
     if chain and not resimulate:
