@@ -21,7 +21,8 @@ recomputed by the public simulator from each (s, a); 2 only the terminal flag re
 the environment's rule; 3 as 2, and rows starting in a state the environment ends episodes in dropped; 4 = 1 and 3
 (the default of `release.synthesize` on locomotion since round 4; without post=N the rows stay as sampled); chain=H
 (after post=N, or on a saved release that was re-simulated) continues the rows as H-step simulator rollouts
-(privsynth.release.rollout, free).
+(privsynth.release.rollout, free); edge=X (a diagnosis, before post=N) moves actions at the box edge (|a| >= 1) to
+±X.
 
 --rows-from reads the rows an earlier run wrote with --save instead of a new fine-tune, so post=N measures
 post-processing on that very release (paired); --diagnose records each row's data checks (--no-agents: only them). The pre-trained
@@ -58,7 +59,7 @@ def main() -> None:
     ap.add_argument("--public", type=float, action="append", required=True,
                     help="public-alone final score per --agent (agent_public)")
     ap.add_argument("--schedule", action="append", default=[],
-                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,mult=K][,lora=R][,pol=E][,polmode=1][,route=1[,share=S][,pair=1]][,seed=S][,rows=R][,dp=0][,real=1][,post=1][,chain=H][,ft=0] (repeatable)")
+                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,mult=K][,lora=R][,pol=E][,polmode=1][,route=1[,share=S][,pair=1]][,seed=S][,rows=R][,dp=0][,real=1][,post=1][,chain=H][,edge=X][,ft=0] (repeatable)")
     ap.add_argument("--sensitive-steps", type=int, default=20_000,
                     help="size of the sensitive set (the suites use 20k; a larger one tests how N changes the cost of DP)")
     ap.add_argument("--epsilon", type=float, default=10.0)
@@ -143,6 +144,12 @@ def main() -> None:
             pol, post, route_spent = {}, {}, None
         if sched.get("pol"):  # a DP behaviour policy relabels the actions (privsynth.synth.dp_policy); before post=N
             rows, pol = _relabel(rows, sens, sched, args)
+        if sched.get("edge"):  # diagnosis: actions clipped to the box edge moved inside it to ±edge (then post=N)
+            import dataclasses as dc
+
+            act = np.clip(rows.actions, -1.0, 1.0)
+            at_edge = np.abs(act) >= 1.0
+            rows = dc.replace(rows, actions=np.where(at_edge, np.sign(act) * sched["edge"], act).astype(act.dtype))
         if sched.get("post"):  # free: a function of the rows and the public environment only
             from privsynth.release.postprocess import postprocess, step_options
 
