@@ -127,3 +127,30 @@ def test_pointmaze_chains_keep_their_goal_and_follow_the_simulator():
                                                                   out.next_observations))
     finally:
         adapter.close()
+
+
+@pytest.mark.slow
+def test_a_release_asked_for_chains_is_chained_and_costs_nothing_more(tmp_path, monkeypatch):
+    """Through the one release route: ``postprocess="...,chain"`` writes chained episodes, records the step in the
+    card, and puts no event on the ledger (post-processing): the same events as the release without chains."""
+    from test_transition_synth import tiny_config
+
+    from privsynth.release import synthesize
+    from privsynth.release.postprocess import LOCOMOTION_DEFAULT
+
+    monkeypatch.chdir(tmp_path)
+    sens = dataclasses.replace(_hopper_rollout(200, seed=1), info=DatasetInfo(name="hopper-s", env_id="Hopper-v5"))
+    public = _hopper_rollout(300, seed=2)
+    events = {}
+    for steps in (LOCOMOTION_DEFAULT, LOCOMOTION_DEFAULT + ",chain"):
+        res = synthesize(sens, public=[public], epsilon=8.0, delta=1e-3, config=tiny_config(), n=80, progress=False,
+                         postprocess=steps, policy_share=0)
+        assert res.epsilon <= 8.0
+        events[steps] = [(e["name"], e["mechanism"]) for e in res.ledger.to_dict()["events"]]
+    out = res.dataset
+    assert out.n_transitions == 80 and out.info.privacy_card["postprocess"]["chain"]["rows"] == 80
+    assert out.info.privacy_card["postprocess"]["steps"]["chain"] is True
+    same = out.episode_ids[:-1] == out.episode_ids[1:]
+    assert same.any()
+    np.testing.assert_allclose(out.next_observations[:-1][same], out.observations[1:][same], atol=1e-5)
+    assert events[LOCOMOTION_DEFAULT + ",chain"] == events[LOCOMOTION_DEFAULT]  # no event of its own

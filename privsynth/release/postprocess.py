@@ -28,10 +28,10 @@ A step that drops rows leaves fewer than were sampled; :func:`topped_up` samples
 the requested number of rows is kept (also free: more draws from a released model are post-processing too).
 
 **Costs no privacy.** The output is a function of the DP output's rows and the public environment spec only
-(:data:`privsynth.release.support.ENV_FACT_FIELDS`); it reads no sensitive data and draws no randomness, so by the
-post-processing theorem of differential privacy (Dwork & Roth 2014, Prop. 2.1) it is exactly as private as its input.
-Every step but ``chain`` is row-wise: each output row depends on its own input row alone. Datasets marked
-sensitive are refused.
+(:data:`privsynth.release.support.ENV_FACT_FIELDS`); it reads no sensitive data and draws no randomness (``chain``
+draws seeded, non-private randomness: which residual a new action takes), so by the post-processing theorem of
+differential privacy (Dwork & Roth 2014, Prop. 2.1) it is exactly as private as its input. Every step but ``chain``
+is row-wise: each output row depends on its own input row alone. Datasets marked sensitive are refused.
 
 Environments: gymnasium-robotics PointMaze (sparse and dense) and gymnasium MuJoCo locomotion (observation =
 qpos[k:] | qvel), through the adapters of :mod:`privsynth.evaluation.rl_checks`; anything else raises.

@@ -2,9 +2,11 @@
 
 A re-simulated transition row (s, a, s′) is one exact environment step from a synthetic state, but its s′ is, in
 general, no row's s: on the Walker2d proxy a release's next states lie a median 1.8 (normalised units) from the
-nearest state of the release, where the real data's lie on another row's state. An offline agent that bootstraps
-V(s′) then reads its value where it was never fitted, and IQL, trained on such rows, can reach an expert return and
-then collapse (docs/transfer.md, sixth round: 118.8 after 4k updates, 0.1 at 20k).
+nearest state of the release, where the real data's lie on another row's state, so an offline agent that
+bootstraps V(s′) reads its value where it was never fitted. Measured on the transfer proxies (docs/transfer.md,
+sixth round), chaining did not stop IQL's collapse on the Walker2d releases where it happens and cost TD3+BC on
+Hopper, so it is an option (``--postprocess ...,chain``), not a default; the step also gives a transition release
+real episodes (each s′ the next row's s), which some users' tools expect.
 
 :func:`chain_rollouts` turns the rows into short episodes of the public simulator: the first ⌈n/H⌉ rows (or more,
 where chains end early) each start a chain; a chain's first step is the row itself, and each next action is the
@@ -14,11 +16,12 @@ termination; a chain ends after ``horizon`` steps (a truncation) or where the en
 as many rows as the input, in chain order, each a step of the environment, and each s′ but a chain's last is the
 next row's s.
 
-**Costs no privacy.** π̂ is fitted without privacy on the rows themselves (:func:`privsynth.synth.dp_policy.fit_plain`,
-which refuses sensitive data), the residuals are the rows', the simulator is public, and the randomness (which
-residual) is ordinary seeded randomness, not a privacy mechanism: the output is a function of the DP output and
-public facts only (post-processing, Dwork & Roth 2014 Prop. 2.1). Unlike the other repair steps it is not row-wise:
-a chain's later rows depend on its first row and on the policy fitted on all rows.
+**Costs no privacy.** π̂ is fitted without privacy on the rows themselves
+(:func:`privsynth.synth.dp_policy.fit_plain`, which refuses sensitive data), the residuals are the rows', the
+simulator is public, and the randomness (which residual) is ordinary seeded randomness, not a privacy mechanism: the
+output is a function of the DP output and public facts only (post-processing, Dwork & Roth 2014 Prop. 2.1). Unlike
+the other repair steps it is not row-wise: a chain's later rows depend on its first row and on the policy fitted on
+all rows.
 
 Our own code: the simulator is stepped from a set state (MuJoCo ``set_state``), which no library wraps for offline
 data; gymnasium's vector environments reset and step whole episodes instead.
@@ -36,7 +39,7 @@ from privsynth.errors import InvalidData, PrivacyError
 
 __all__ = ["CHAIN_HORIZON", "chain_rollouts"]
 
-# Steps per chain; measured on the Walker2d and Hopper transfer proxies (docs/transfer.md, sixth round)
+# Steps per chain: the horizon of the pilot (docs/transfer.md, sixth round); not tuned
 CHAIN_HORIZON = 5
 
 
@@ -45,7 +48,8 @@ def chain_rollouts(rows: OfflineDataset, *, horizon: int = CHAIN_HORIZON, seed: 
     """The rows as chains of up to ``horizon`` simulator steps (module docstring); returns (dataset, stats).
 
     ``rows`` must already be simulator steps (post-processed with ``resimulate``) of a MuJoCo locomotion environment
-    whose observation fixes the state, or of PointMaze (the goal a chain starts with is kept along it). ``seed`` drives which residual each new action takes (not DP noise)."""
+    whose observation fixes the state, or of PointMaze (the goal a chain starts with is kept along it). ``seed``
+    drives which residual each new action takes (not DP noise)."""
     from privsynth.data.env_adapters import adapter_for
     from privsynth.synth.dp_policy import DPPolicyConfig, fit_plain
 
@@ -98,7 +102,7 @@ def chain_rollouts(rows: OfflineDataset, *, horizon: int = CHAIN_HORIZON, seed: 
         episode_ids=out["episode"].astype(rows.episode_ids.dtype), info=info), stats
 
 
-def _stepper(adapter: Any, env_id: str | None) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, float, bool]]:
+def _stepper(adapter: Any, env_id: str | None) -> "Step":
     """One environment step from a set state: (s, a) → (s′, reward, terminated), for the simulators the repair
     supports (MuJoCo locomotion: the whole observation; PointMaze: x, y, vx, vy, the goal columns carried over)."""
     from privsynth.data.env_adapters import MujocoLocomotionAdapter, PointMazeAdapter
@@ -117,7 +121,10 @@ def _stepper(adapter: Any, env_id: str | None) -> Callable[[np.ndarray, np.ndarr
                       "neither")
 
 
-def _chains(step: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, float, bool]], policy: Any, residuals: np.ndarray, low: np.ndarray, high: np.ndarray,
+Step = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, float, bool]]
+
+
+def _chains(step: Step, policy: Any, residuals: np.ndarray, low: np.ndarray, high: np.ndarray,
             rng: np.random.Generator, rows: OfflineDataset, starts: np.ndarray, horizon: int) -> dict[str, Any]:
     """Chains from the rows ``starts``, stepped in lockstep; columns in chain order (chain, then step)."""
     k = len(starts)
