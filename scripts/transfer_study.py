@@ -22,7 +22,7 @@ the environment's rule; 3 as 2, and rows starting in a state the environment end
 (the default of `release.synthesize` on locomotion since round 4; without post=N the rows stay as sampled); chain=H
 (after post=N, or on a saved release that was re-simulated) continues the rows as H-step simulator rollouts
 (privsynth.release.rollout, free); edge=X (a diagnosis, before post=N) moves actions at the box edge (|a| >= 1) to
-±X.
+±X; beta=B (a diagnosis) trains IQL with that AWR inverse temperature instead of CORL's 3.
 
 --rows-from reads the rows an earlier run wrote with --save instead of a new fine-tune, so post=N measures
 post-processing on that very release (paired); --diagnose records each row's data checks (--no-agents: only them). The pre-trained
@@ -59,7 +59,7 @@ def main() -> None:
     ap.add_argument("--public", type=float, action="append", required=True,
                     help="public-alone final score per --agent (agent_public)")
     ap.add_argument("--schedule", action="append", default=[],
-                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,mult=K][,lora=R][,pol=E][,polmode=1][,route=1[,share=S][,pair=1]][,seed=S][,rows=R][,dp=0][,real=1][,post=1][,chain=H][,edge=X][,ft=0] (repeatable)")
+                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,mult=K][,lora=R][,pol=E][,polmode=1][,route=1[,share=S][,pair=1]][,seed=S][,rows=R][,dp=0][,real=1][,post=1][,chain=H][,edge=X][,beta=B][,ft=0] (repeatable)")
     ap.add_argument("--sensitive-steps", type=int, default=20_000,
                     help="size of the sensitive set (the suites use 20k; a larger one tests how N changes the cost of DP)")
     ap.add_argument("--epsilon", type=float, default=10.0)
@@ -194,8 +194,13 @@ def _report(out, rows, sens, sched, args, agents, train_batched, AgentJob) -> No
         save_dataset(rows, path)
         out["saved"] = str(path)
     for agent, real, public in zip(agents, args.real, args.public) if not args.no_agents else ():
+        config = None
+        if agent == "iql" and sched.get("beta"):  # diagnosis: IQL's AWR inverse temperature (CORL 3.0)
+            from privsynth.evaluation.agents.iql import IQLConfig
+
+            config = IQLConfig(beta=sched["beta"])
         runs = train_batched([AgentJob(rows, sens.info, s) for s in (0, 1, 2)], agent, num_updates=args.updates,
-                             eval_every=2000, eval_episodes=5, final_k=3, progress=False)
+                             eval_every=2000, eval_episodes=5, final_k=3, progress=False, config=config)
         scores = np.array([r.final_score for r in runs])
         out[f"{agent}_final"] = [round(float(s), 1) for s in scores]
         out[f"{agent}_mean"] = round(float(scores.mean()), 1)
