@@ -108,6 +108,10 @@ def two_process(tmp_path_factory) -> dict:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            str(Path(__file__).resolve()), str(path)]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0 and "terminate called without an active exception" in proc.stderr:
+        # a rank aborted in a C++ thread's teardown (seen once, on a loaded 2-core machine, with the same code that
+        # passed before and after): launch once more; a second failure fails the fixture
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return torch.load(path, weights_only=False)
 
