@@ -68,8 +68,7 @@ def main() -> None:
     lo, hi = sens.info.ref_min_score, sens.info.ref_max_score
     try:
         for name, data in sets:
-            pol = fit_plain(dataclasses.replace(data, info=dataclasses.replace(data.info, sensitive=False)),
-                            dataclasses.replace(cfg, warm_epochs=15))
+            pol = fit_plain(data, dataclasses.replace(cfg, warm_epochs=15))  # our own rollouts and saved releases
             returns = []
             for ep in range(args.episodes):
                 obs, total = env.reset(seed=ep)[0], 0.0

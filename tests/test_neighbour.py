@@ -155,6 +155,23 @@ def _privorl_n_locomotion_default(sens: OfflineDataset, tmp: Path) -> dict:
             "info": res.dataset.info.to_dict()}
 
 
+def _privorl_n_locomotion_rollout(sens: OfflineDataset, tmp: Path) -> dict:
+    """The default simulator repair plus the ``rollout`` step: the rows continued as simulator rollouts under a
+    policy fitted on the release's own rows are a function of DP outputs and the environment only; the episodes'
+    count and lengths (where chains fall) are DP outputs."""
+    from privsynth.release import synthesize
+    from privsynth.release.postprocess import LOCOMOTION_DEFAULT
+    from test_postprocess import _hopper_rollout
+    from test_transition_synth import tiny_config
+
+    res = synthesize(sens, public=[_hopper_rollout(300, seed=2)], epsilon=5.0, delta=1e-3, n=64, config=tiny_config(),
+                     out_dataset="privsynth/neighbour-hopper-rollout-v0", overwrite=True, progress=False,
+                     postprocess=LOCOMOTION_DEFAULT + ",rollout", policy_share=0)
+    assert res.dataset.info.extra["postprocess"]["steps"]["rollout"]
+    return {"release": minari_metadata("privsynth/neighbour-hopper-rollout-v0"),
+            "card": res.dataset.info.privacy_card, "info": res.dataset.info.to_dict()}
+
+
 def _finetune_then_sample_cli(sens: OfflineDataset, tmp: Path) -> dict:
     """`privsynth finetune` (the checkpoint is a release too, written through the guard) then `privsynth sample`
     without --sensitive: the release takes its environment from the model, whose card no longer names the data."""
@@ -243,6 +260,11 @@ def _paths() -> list[ReleasingPath]:
     paths.append(ReleasingPath("release privorl-n hopper default simulator repair", _privorl_n_locomotion_default,
                                _sens_hopper, _SAMPLE + _DESCRIPTION + ("*postprocess*",), slow=True,
                                count_mentions_ok=("rows",)))
+    paths.append(ReleasingPath("release privorl-n hopper repair and rollouts", _privorl_n_locomotion_rollout,
+                               _sens_hopper, _SAMPLE + _DESCRIPTION + ("*postprocess*", "*minari_episodes",
+                                                                        "*total_episodes", "*n_episodes",
+                                                                        "*episode_id*", "*data/main_data.hdf5*"),
+                               slow=True, count_mentions_ok=("rows",)))
     paths.append(ReleasingPath("finetune then sample through the CLI", _finetune_then_sample_cli, _sens_transitions,
                                _SAMPLE + _DESCRIPTION + ("*.rows",), slow=True))
     paths.append(ReleasingPath("release privsyn (generic path)", _release_registered("privsyn"), _sens_transitions,

@@ -369,10 +369,10 @@ def test_step_options_name_the_steps():
     from privsynth.release.postprocess import step_options
 
     every = {"clip_actions": True, "reward": True, "resimulate": True, "drop_in_walls": True,
-             "drop_goals_in_walls": True, "relabel_terminals": True, "drop_terminated_starts": True, "chain": False}
-    assert step_options(True) == step_options("all") == every  # chain only by its name
+             "drop_goals_in_walls": True, "relabel_terminals": True, "drop_terminated_starts": True, "rollout": False}
+    assert step_options(True) == step_options("all") == every  # rollout only by its name
     none = dict.fromkeys(every, False)
-    assert step_options("resimulate,chain") == {**none, "resimulate": True, "chain": True}
+    assert step_options("resimulate,rollout") == {**none, "resimulate": True, "rollout": True}
     assert step_options("clip,reward") == step_options(["reward", "clip"]) == {
         **none, "clip_actions": True, "reward": True}
     assert step_options("goals,walls") == {**none, "drop_in_walls": True, "drop_goals_in_walls": True}
@@ -396,7 +396,7 @@ def test_reward_step_alone_restores_rewards_and_keeps_every_row_and_next_state(s
     np.testing.assert_array_equal(fixed.rewards, (dist <= 0.45).astype(fixed.rewards.dtype))
     assert st["steps"] == {"clip_actions": True, "resimulate": False, "reward": True, "drop_in_walls": False,
                            "drop_goals_in_walls": False, "relabel_terminals": False, "drop_terminated_starts": False,
-                           "chain": False}
+                           "rollout": False}
     assert postprocess(bad)[1]["rows_dropped_in_walls"] >= 5
 
 

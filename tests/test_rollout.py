@@ -1,4 +1,4 @@
-"""The ``chain`` post-processing step (privsynth.release.rollout): short simulator rollouts from a release's rows."""
+"""The ``rollout`` post-processing step (privsynth.release.rollout): short simulator rollouts from a release's rows."""
 from __future__ import annotations
 
 import dataclasses
@@ -54,7 +54,7 @@ def test_chains_are_simulator_steps_whose_next_states_start_the_next_rows(releas
     finally:
         adapter.close()
     assert (out.actions >= -1).all() and (out.actions <= 1).all()
-    assert out.info.extra["postprocess"]["chain"]["costs_privacy"] is False
+    assert out.info.extra["postprocess"]["rollout"]["costs_privacy"] is False
 
 
 def test_chains_are_a_function_of_the_release_and_the_seed(release):
@@ -79,26 +79,26 @@ def test_chain_refuses_sensitive_rows_other_environments_and_unsimulated_rows(re
     with pytest.raises(InvalidData, match="neither"):
         chain_rollouts(dataclasses.replace(release, info=DatasetInfo(name="p", env_id="Pendulum-v1")))
     with pytest.raises(InvalidData, match="resimulate"):
-        check_supported(release.info, "clip,reward,chain")
+        check_supported(release.info, "clip,reward,rollout")
     with pytest.raises(InvalidData, match="resimulate"):
-        postprocess(release, resimulate=False, chain=True)
+        postprocess(release, resimulate=False, rollout=True)
 
 
 def test_postprocess_and_topped_up_chain_once_over_the_kept_rows(release):
     from privsynth.release.postprocess import postprocess, step_options, topped_up
 
-    out, stats = postprocess(release, **step_options("clip,resimulate,reward,terminal,healthy,chain"))
-    assert stats["chain"]["rows"] == out.n_transitions and out.info.extra["postprocess"]["steps"]["chain"]
+    out, stats = postprocess(release, **step_options("clip,resimulate,reward,terminal,healthy,rollout"))
+    assert stats["rollout"]["rows"] == out.n_transitions and out.info.extra["postprocess"]["steps"]["rollout"]
     draws = []
 
     def draw(k: int, i: int) -> OfflineDataset:
         draws.append(k)
         return release.first_rows(k)
 
-    topped, st = topped_up(release.first_rows(60), draw, 100, **step_options("clip,resimulate,reward,chain"))
+    topped, st = topped_up(release.first_rows(60), draw, 100, **step_options("clip,resimulate,reward,rollout"))
     assert topped.n_transitions == 100 and draws  # topped up, then chained once
-    assert st["chain"]["rows"] == 100 and st["steps"]["chain"] is True
-    assert len(np.unique(topped.episode_ids)) == st["chain"]["chains"]
+    assert st["rollout"]["rows"] == 100 and st["steps"]["rollout"] is True
+    assert len(np.unique(topped.episode_ids)) == st["rollout"]["chains"]
 
 
 def test_pointmaze_chains_keep_their_goal_and_follow_the_simulator():
@@ -131,7 +131,7 @@ def test_pointmaze_chains_keep_their_goal_and_follow_the_simulator():
 
 @pytest.mark.slow
 def test_a_release_asked_for_chains_is_chained_and_costs_nothing_more(tmp_path, monkeypatch):
-    """Through the one release route: ``postprocess="...,chain"`` writes chained episodes, records the step in the
+    """Through the one release route: ``postprocess="...,rollout"`` writes chained episodes, records the step in the
     card, and puts no event on the ledger (post-processing): the same events as the release without chains."""
     from test_transition_synth import tiny_config
 
@@ -142,15 +142,15 @@ def test_a_release_asked_for_chains_is_chained_and_costs_nothing_more(tmp_path, 
     sens = dataclasses.replace(_hopper_rollout(200, seed=1), info=DatasetInfo(name="hopper-s", env_id="Hopper-v5"))
     public = _hopper_rollout(300, seed=2)
     events = {}
-    for steps in (LOCOMOTION_DEFAULT, LOCOMOTION_DEFAULT + ",chain"):
+    for steps in (LOCOMOTION_DEFAULT, LOCOMOTION_DEFAULT + ",rollout"):
         res = synthesize(sens, public=[public], epsilon=8.0, delta=1e-3, config=tiny_config(), n=80, progress=False,
                          postprocess=steps, policy_share=0)
         assert res.epsilon <= 8.0
         events[steps] = [(e["name"], e["mechanism"]) for e in res.ledger.to_dict()["events"]]
     out = res.dataset
-    assert out.n_transitions == 80 and out.info.privacy_card["postprocess"]["chain"]["rows"] == 80
-    assert out.info.privacy_card["postprocess"]["steps"]["chain"] is True
+    assert out.n_transitions == 80 and out.info.privacy_card["postprocess"]["rollout"]["rows"] == 80
+    assert out.info.privacy_card["postprocess"]["steps"]["rollout"] is True
     same = out.episode_ids[:-1] == out.episode_ids[1:]
     assert same.any()
     np.testing.assert_allclose(out.next_observations[:-1][same], out.observations[1:][same], atol=1e-5)
-    assert events[LOCOMOTION_DEFAULT + ",chain"] == events[LOCOMOTION_DEFAULT]  # no event of its own
+    assert events[LOCOMOTION_DEFAULT + ",rollout"] == events[LOCOMOTION_DEFAULT]  # no event of its own

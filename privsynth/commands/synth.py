@@ -92,14 +92,14 @@ def _add_postprocess(p: argparse.ArgumentParser, *, short: bool = False) -> None
     if short:
         p.add_argument("--postprocess", nargs="?", const="all", default=None, metavar="STEPS",
                        help="repair rows with the public simulator: all | clip,resimulate,reward,walls,goals,"
-                            "terminal,healthy,chain")
+                            "terminal,healthy,rollout")
         p.add_argument("--no-topup", dest="topup", action="store_false", help="keep only the rows --postprocess left")
         return
     p.add_argument("--postprocess", nargs="?", const="all", default=None, metavar="STEPS",
                    help="before writing, repair the rows with the public environment (free under DP; PointMaze and "
                         "MuJoCo locomotion). Steps: clip (actions), resimulate (s'), reward, walls / goals (states / "
                         "goals in walls dropped), terminal (flag from s'), healthy (rows from a fallen state dropped), "
-                        "chain (rows continued as 5-step simulator rollouts; by name only, not in all); "
+                        "rollout (rows continued as 5-step simulator rollouts; by name only, not in all); "
                         "alone: all; none: off. synthesize's default: clip,resimulate,reward,terminal,healthy on "
                         "MuJoCo locomotion, none elsewhere (docs/privacy.md)")
     p.add_argument("--no-topup", dest="topup", action="store_false",

@@ -19,7 +19,7 @@ environment is public and simulable, those parts can be repaired from the enviro
 * ``drop_in_walls``: rows whose s or s′ lies inside a wall or off the map dropped (PointMaze);
 * ``drop_goals_in_walls``: rows whose desired goal lies inside a wall or off the map dropped (PointMaze draws its
   goals in free cells only; utility study round 10, docs/synthesizers.md);
-* ``chain``: the repaired rows turned into short simulator rollouts (after ``resimulate``), so
+* ``rollout``: the repaired rows turned into short simulator rollouts (after ``resimulate``), so
   that each next state but a chain's last is another row's state (:mod:`privsynth.release.rollout`; issue 37, sixth
   round). Not row-wise, and it draws (non-private) randomness; still a function of the DP output and the public
   environment.
@@ -28,9 +28,9 @@ A step that drops rows leaves fewer than were sampled; :func:`topped_up` samples
 the requested number of rows is kept (also free: more draws from a released model are post-processing too).
 
 **Costs no privacy.** The output is a function of the DP output's rows and the public environment spec only
-(:data:`privsynth.release.support.ENV_FACT_FIELDS`); it reads no sensitive data and draws no randomness (``chain``
+(:data:`privsynth.release.support.ENV_FACT_FIELDS`); it reads no sensitive data and draws no randomness (``rollout``
 draws seeded, non-private randomness: which residual a new action takes), so by the post-processing theorem of
-differential privacy (Dwork & Roth 2014, Prop. 2.1) it is exactly as private as its input. Every step but ``chain``
+differential privacy (Dwork & Roth 2014, Prop. 2.1) it is exactly as private as its input. Every step but ``rollout``
 is row-wise: each output row depends on its own input row alone. Datasets marked sensitive are refused.
 
 Environments: gymnasium-robotics PointMaze (sparse and dense) and gymnasium MuJoCo locomotion (observation =
@@ -57,7 +57,7 @@ _CHANGED = 1e-6  # a recomputed value differing by more than this counts as chan
 # the steps by the names users give them (CLI ``--postprocess reward,clip``, bench ``postprocess: [reward, clip]``)
 STEPS = {"clip": "clip_actions", "reward": "reward", "resimulate": "resimulate", "walls": "drop_in_walls",
          "goals": "drop_goals_in_walls", "terminal": "relabel_terminals", "healthy": "drop_terminated_starts",
-         "chain": "chain"}
+         "rollout": "rollout"}
 
 
 # What a transition release gets when no post-processing is asked for ("auto"), chosen on the public transfer proxies
@@ -86,8 +86,8 @@ def step_options(steps: Any) -> dict[str, bool]:
     """Keyword arguments of :func:`postprocess` for a choice of steps: ``True`` or ``"all"`` for every step, a
     comma-separated string or a list of names from :data:`STEPS` for those only (the utility study measured them
     apart: docs/synthesizers.md, round 7)."""
-    if steps is True or steps == "all":  # every repair; ``chain`` (not a repair of rows) only by its name
-        return {kw: kw != "chain" for kw in STEPS.values()}
+    if steps is True or steps == "all":  # every repair; ``rollout`` (not a repair of rows) only by its name
+        return {kw: kw != "rollout" for kw in STEPS.values()}
     names = [n.strip() for n in steps.split(",")] if isinstance(steps, str) else list(steps)
     unknown = sorted(set(names) - set(STEPS))
     if unknown or not names:
@@ -120,8 +120,8 @@ def check_supported(info: DatasetInfo, steps: Any) -> None:
     if named and options["drop_terminated_starts"] and kind != "mujoco":
         raise InvalidData(f"the post-processing step 'healthy' drops rows starting in a state the environment ends "
                           f"episodes in: MuJoCo locomotion only, not '{info.env_id}'")
-    if options["chain"] and not options["resimulate"]:
-        raise InvalidData("the post-processing step 'chain' continues re-simulated rows: add 'resimulate'")
+    if options["rollout"] and not options["resimulate"]:
+        raise InvalidData("the post-processing step 'rollout' continues re-simulated rows: add 'resimulate'")
 
 
 def postprocess(
@@ -134,7 +134,7 @@ def postprocess(
     drop_goals_in_walls: bool = True,
     relabel_terminals: bool = True,
     drop_terminated_starts: bool = True,
-    chain: bool = False,
+    rollout: bool = False,
     environment: DatasetInfo | None = None,
 ) -> tuple[OfflineDataset, dict[str, Any]]:
     """Repair a synthetic (DP) dataset with its public environment; returns (new dataset, stats). See module docstring.
@@ -143,11 +143,11 @@ def postprocess(
     (e.g. the evaluation environment of a benchmark); default: the dataset's own. The stats (rows in / kept, fraction
     of actions clipped, of rewards and terminals changed, mean and max change of s′) are also recorded in the output's
     ``info.extra["postprocess"]`` and, when it has one, its privacy card (``privacy_card["postprocess"]``).
-    ``chain`` (off unless named: ``True``/``"all"`` leave it out) needs ``resimulate`` and turns the kept rows into
+    ``rollout`` (off unless named: ``True``/``"all"`` leave it out) needs ``resimulate`` and turns the kept rows into
     rollouts (:func:`privsynth.release.rollout.chain_rollouts`).
     """
-    if chain and not resimulate:
-        raise InvalidData("the post-processing step 'chain' continues re-simulated rows: add 'resimulate'")
+    if rollout and not resimulate:
+        raise InvalidData("the post-processing step 'rollout' continues re-simulated rows: add 'resimulate'")
     if dataset.info.sensitive:
         raise PrivacyError(f"refusing to post-process sensitive dataset '{dataset.info.name}': post-processing is for "
                            "DP outputs (synthetic releases), and it would publish a function of the sensitive rows")
@@ -172,7 +172,7 @@ def postprocess(
                                            "drop_in_walls": drop_in_walls,
                                            "drop_goals_in_walls": drop_goals_in_walls,
                                            "relabel_terminals": relabel_terminals,
-                                           "drop_terminated_starts": drop_terminated_starts, "chain": chain}}
+                                           "drop_terminated_starts": drop_terminated_starts, "rollout": rollout}}
         if isinstance(adapter, PointMazeAdapter):
             stats["reward_type"] = adapter.reward_type
         if clip_actions:
@@ -218,8 +218,8 @@ def postprocess(
     stats["seconds"] = time.perf_counter() - t0
     stats["cpu_seconds"] = time.process_time() - c0
     out = _with_rows(dataset, info, keep, act, rew, nxt, term, stats)
-    if chain:
-        out, stats["chain"] = chain_rollouts(out)
+    if rollout:
+        out, stats["rollout"] = chain_rollouts(out)
     return out, stats
 
 
@@ -296,9 +296,9 @@ def topped_up(
     other stats are those of ``first``'s post-processing."""
     if n <= 0:
         raise InvalidData(f"topped_up needs a positive number of rows, got {n}")
-    chain = options.pop("chain", False)  # once, over the n rows kept (not per draw)
-    if chain and not options.get("resimulate", True):
-        raise InvalidData("the post-processing step 'chain' continues re-simulated rows: add 'resimulate'")
+    rollout = options.pop("rollout", False)  # once, over the n rows kept (not per draw)
+    if rollout and not options.get("resimulate", True):
+        raise InvalidData("the post-processing step 'rollout' continues re-simulated rows: add 'resimulate'")
     parts, stats = [], None
     kept = seen = 0
     i = 0
@@ -335,10 +335,10 @@ def topped_up(
     data = data.first_rows(n)
     stats = {**(stats or {}), "rows_in": seen, "rows_kept": n, "draws": i + 1, "keep_rate": kept / seen,
              "topped_up_to": n}
-    if chain:
-        data, stats["chain"] = chain_rollouts(data)
+    if rollout:
+        data, stats["rollout"] = chain_rollouts(data)
     record = {**data.info.extra.get("postprocess", {}), **stats}
-    stats["steps"] = record["steps"] = {**record.get("steps", {}), "chain": bool(chain)}
+    stats["steps"] = record["steps"] = {**record.get("steps", {}), "rollout": bool(rollout)}
     card = None if data.info.privacy_card is None else {**data.info.privacy_card, "postprocess": record}
     info = dataclasses.replace(data.info, privacy_card=card, extra={**data.info.extra, "postprocess": record})
     return dataclasses.replace(data, info=info), stats

@@ -5,7 +5,7 @@ general, no row's s: on the Walker2d proxy a release's next states lie a median 
 nearest state of the release, where the real data's lie on another row's state, so an offline agent that
 bootstraps V(s′) reads its value where it was never fitted. Measured on the transfer proxies (docs/transfer.md,
 sixth round), chaining did not stop IQL's collapse on the Walker2d releases where it happens and cost TD3+BC on
-Hopper, so it is an option (``--postprocess ...,chain``), not a default; the step also gives a transition release
+Hopper, so it is an option (``--postprocess ...,rollout``), not a default; the step also gives a transition release
 real episodes (each s′ the next row's s), which some users' tools expect.
 
 :func:`chain_rollouts` turns the rows into short episodes of the public simulator: the first ⌈n/H⌉ rows (or more,
@@ -91,7 +91,7 @@ def chain_rollouts(rows: OfflineDataset, *, horizon: int = CHAIN_HORIZON, seed: 
              "policy": "fitted without privacy on the release's own rows (post-processing)",
              "seconds": time.perf_counter() - t0, "costs_privacy": False}
     info = rows.info
-    post = {**info.extra.get("postprocess", {}), "chain": stats}
+    post = {**info.extra.get("postprocess", {}), "rollout": stats}
     card = None if info.privacy_card is None else {**info.privacy_card, "postprocess": post}
     info = dataclasses.replace(info, privacy_card=card, extra={**info.extra, "postprocess": post})
     dtype = rows.observations.dtype

@@ -4,8 +4,8 @@ The transfer study (docs/transfer.md, fourth round) found that a DP diffusion re
 map worst of all it carries: policy R² 0.38 / 0.46 (Walker2d / Hopper, ε = 10) against 0.56 / 0.59 without DP, and
 no simulator repair touches it. A regression of the action on the state is a far smaller problem than a joint
 density of the whole row, and DP-SGD learns it well from the same 20k rows (a 256 × 2 MLP at ε = 1: R² 0.67 on
-held-out real states, ``scripts/policy_probe.py r2``). So a share of ε buys a **DP behaviour-cloning policy** π̃(s), and the release's actions are
-relabelled with it before the simulator repair recomputes s′, reward and flag from (s, ã):
+held-out real states, ``scripts/policy_probe.py r2``). So a share of ε buys a **DP behaviour-cloning policy** π̃(s),
+and the release's actions are relabelled with it before the simulator repair recomputes s′, reward and flag from (s, ã):
 
 * ``replace``: ã = π̃(s);
 * ``residual``: ã = π̃(s) + (a − π̂(s)), where π̂ is the same network fitted without privacy on the release's own
@@ -15,8 +15,8 @@ relabelled with it before the simulator repair recomputes s′, reward and flag 
 **Privacy.** π̃ is trained by the privacy core's DP-SGD (:func:`privsynth.privacy.dpsgd.dp_train`: Poisson sampling,
 per-transition clipping, Gaussian noise, a ledger event). It starts from π̂ (free) and normalises states with the
 release's mean and standard deviation (free), so it reads the sensitive set only inside the mechanism. The event
-composes with the release's other events on its ledger (by the ledger's accountant). Transition unit only: a trajectory unit would clip
-each trajectory's summed gradient, which this module does not do.
+composes with the release's other events on its ledger (by the ledger's accountant). Transition unit only: a
+trajectory unit would clip each trajectory's summed gradient, which this module does not do.
 
 Own code rather than a library: the regression is twenty lines of torch; what matters, the DP-SGD and its
 accounting, is the privacy core's.
@@ -162,7 +162,8 @@ def fit_dp(sensitive: OfflineDataset, start: PolicyNet, cfg: DPPolicyConfig, *, 
 def relabel_actions(rows: OfflineDataset, policy: PolicyNet, *, mode: str = "residual",
                     reference: PolicyNet | None = None) -> OfflineDataset:
     """The rows with their actions replaced by ``policy``'s (``replace``) or moved by ``policy − reference``
-    (``residual``), clipped to the policy's action box. s′, reward and flags are left as they were: re-simulate them."""
+    (``residual``), clipped to the policy's action box. s′, reward and flags are left as they were: re-simulate
+    them."""
     new = policy.act(rows.observations)
     if mode == "residual":
         if reference is None:
