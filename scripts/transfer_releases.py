@@ -1,0 +1,171 @@
+"""Gap closed over several releases at the shipped default (issue 37): one table per body, agent and ε.
+
+The committed transfer suites (``evaluation/suites/transfer_*.yaml``) ran one release per row at the schedule of
+their day. This script collects, from ``evaluation/results/transfer_study/studies.jsonl``, every row that was made
+at today's default for locomotion (150 DP epochs, every parameter, the release route with its repairs and the DP
+action relabel at ``share`` 0.1, each its own synthesizer seed, from the suite's pre-trained checkpoint) and puts
+them next to the suites' real-data and public-alone cells:
+
+* ``evaluation/results/transfer_releases/cells.csv``: one line per agent run (``synthesizer``, ``epsilon`` (0 = the
+  public model alone, empty = real data), ``agent``, ``release_seed``, ``seed``, ``final_score``, ``env``, ``round``);
+* ``gap.md``: per body, agent and ε, each release's mean, the mean over releases and the share of the public-to-real
+  gap closed, with a percentile bootstrap that resamples *releases* (each the mean of its agent seeds), so the
+  interval shows how much one release differs from the next, which the suites' per-seed intervals cannot;
+* ``gap.png``: the same figures as dots, one per release.
+
+Rows made for a diagnosis (``rows_from``, ``chain``, ``edge``, ``beta``, other schedules) and the no-relabel half of
+a pair (``variant``) are left out. Nothing here trains or reads sensitive data: it re-reads published scores.
+
+    python scripts/transfer_releases.py            # rewrite the three files
+    python scripts/transfer_releases.py --check    # fail if the committed files are out of date
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import pathlib
+import sys
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+STUDIES = ROOT / "evaluation/results/transfer_study/studies.jsonl"
+SUITES = {"walker2d": ROOT / "evaluation/results/transfer_walker2d/tables/transfer_walker2d_gap.cells.csv",
+          "hopper": ROOT / "evaluation/results/transfer_hopper/tables/transfer_hopper_gap.cells.csv"}
+OUT = ROOT / "evaluation/results/transfer_releases"
+# keys a default-configuration schedule may carry (the seed is the release's; pair only adds a no-relabel twin)
+DEFAULT_KEYS = {"epochs", "seed", "route", "share", "pair"}
+COLUMNS = ["env", "synthesizer", "epsilon", "agent", "release_seed", "seed", "final_score", "round"]
+
+
+def is_default(line: dict) -> bool:
+    """True for a study row made at today's locomotion default (module docstring)."""
+    s = line.get("schedule") or {}
+    return (not line.get("rows_from") and "variant" not in line and set(s) <= DEFAULT_KEYS
+            and s.get("route") == 1 and s.get("epochs") == 150 and s.get("share", 0.1) == 0.1
+            and "seed" in s and bool(line.get("policy")))
+
+
+def cells(studies: pathlib.Path = STUDIES, suites: dict[str, pathlib.Path] = SUITES) -> list[dict]:
+    """Real and public-alone cells of the suites, then every default release's agent runs."""
+    out: list[dict] = []
+    for env, path in suites.items():
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                eps = row["epsilon"]
+                if row["synthesizer"] == "real" or (eps != "" and float(eps) == 0.0):
+                    out.append({"env": env, "synthesizer": row["synthesizer"], "epsilon": eps, "agent": row["agent"],
+                                "release_seed": "", "seed": int(row["seed"]),
+                                "final_score": round(float(row["final_score"]), 2), "round": ""})
+    for text in studies.read_text().splitlines():
+        line = json.loads(text)
+        if not is_default(line):
+            continue
+        for agent in ("iql", "td3bc"):
+            for seed, score in enumerate(line.get(f"{agent}_final") or []):
+                out.append({"env": line["env"], "synthesizer": "privorl-n", "epsilon": float(line["epsilon"]),
+                            "agent": agent, "release_seed": int(line["schedule"]["seed"]), "seed": seed,
+                            "final_score": float(score), "round": line.get("round", "")})
+    return out
+
+
+def table(rows: list[dict]) -> tuple[str, list[dict]]:
+    """The markdown table and its figures (one dict per body, agent and ε)."""
+    from privsynth.evaluation.bench.gap import gap_closed
+
+    figures = []
+    keys = sorted({(r["env"], r["agent"], r["epsilon"]) for r in rows if r["synthesizer"] == "privorl-n"
+                   and r["epsilon"] not in ("", "0.0", 0.0)}, key=lambda k: (k[0], k[1], -k[2]))
+    for env, agent, eps in keys:
+        mine = [r for r in rows if r["env"] == env and r["agent"] == agent]
+        real = [r["final_score"] for r in mine if r["synthesizer"] == "real"]
+        public = [r["final_score"] for r in mine if r["synthesizer"] != "real" and r["release_seed"] == ""]
+        releases: dict[int, list[float]] = {}
+        for r in mine:
+            if r["release_seed"] != "" and r["epsilon"] == eps:
+                releases.setdefault(r["release_seed"], []).append(r["final_score"])
+        means = {s: float(np.mean(v)) for s, v in sorted(releases.items())}
+        g = gap_closed(real, public, list(means.values()), resamples=2000, seed=0)
+        per = {s: None if g.point is None else (m - float(np.mean(public))) / g.gap for s, m in means.items()}
+        figures.append({"env": env, "agent": agent, "epsilon": eps, "real": float(np.mean(real)),
+                        "public": float(np.mean(public)), "releases": means, "per_release_gap": per,
+                        "mean": float(np.mean(list(means.values()))), "gap": g})
+    lines = ["## Gap closed over several releases at the default (locomotion transfer proxies, issue 37)", "",
+             "Made by `python scripts/transfer_releases.py` from `evaluation/results/transfer_study/studies.jsonl` "
+             "(rows at the default: 150 DP epochs, every parameter, release route with repairs and the DP action "
+             "relabel) and the suites' real and public-alone cells. Each release: its own synthesizer seed, 50k rows, "
+             "3 agent seeds, 20k updates; interval: percentile bootstrap over releases (95%).", "",
+             "| body | agent | ε | real | public alone | releases | each release's gap closed (seed: value) "
+             "| mean over releases | gap closed [95% over releases] |", "|---|---|---|---|---|---|---|---|---|"]
+    for f in figures:
+        g = f["gap"]
+        each = ", ".join(f"{s}: {v:.2f}" for s, v in f["per_release_gap"].items() if v is not None) or "–"
+        closed = ("non-discriminating" if g.point is None
+                  else f"**{g.point:.2f}** [{g.low:.2f}, {g.high:.2f}]" if len(f["releases"]) > 1
+                  else f"{g.point:.2f} (one release)")
+        lines.append(f"| {f['env']} | {f['agent']} | {f['epsilon']:g} | {f['real']:.1f} | {f['public']:.1f} | "
+                     f"{len(f['releases'])} | {each} | {f['mean']:.1f} | {closed} |")
+    return "\n".join(lines) + "\n", figures
+
+
+def plot(figures: list[dict], path: pathlib.Path) -> None:
+    """One dot per release's gap closed, a bar at the mean over releases, the 0.8 goal as a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    labels = []
+    for i, f in enumerate(figures):
+        vals = [v for v in f["per_release_gap"].values() if v is not None]
+        labels.append(f"{f['env']}\n{f['agent']} ε={f['epsilon']:g}")
+        ax.scatter([i] * len(vals), vals, color="tab:blue", alpha=0.7, zorder=3)
+        if f["gap"].point is not None:
+            ax.hlines(f["gap"].point, i - 0.3, i + 0.3, color="black", zorder=4)
+    ax.axhline(0.8, ls="--", color="tab:red", lw=1, label="goal at ε = 10 (0.8)")
+    ax.axhline(0.0, color="grey", lw=0.8)
+    ax.set_xticks(range(len(figures)), labels, fontsize=8)
+    ax.set_ylabel("share of gap closed")
+    ax.set_title("Each release at the default (dots) and their mean (bar)", fontsize=9)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def render(rows: list[dict]) -> tuple[str, str]:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    md, _ = table(rows)
+    return buf.getvalue(), md
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="fail if cells.csv or gap.md differ from the studies")
+    args = ap.parse_args(argv)
+    rows = cells()
+    csv_text, md = render(rows)
+    if args.check:
+        stale = [n for n, t in (("cells.csv", csv_text), ("gap.md", md))
+                 if not (OUT / n).exists() or (OUT / n).read_text() != t]
+        if stale:
+            print(f"out of date: {', '.join(stale)} (run python scripts/transfer_releases.py)", file=sys.stderr)
+            return 1
+        print("transfer_releases: up to date")
+        return 0
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "cells.csv").write_text(csv_text)
+    (OUT / "gap.md").write_text(md)
+    plot(table(rows)[1], OUT / "gap.png")
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,56 @@
+"""The release-level transfer table (scripts/transfer_releases.py): which study rows count as the default, and the
+committed files are what the studies give."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("transfer_releases", ROOT / "scripts" / "transfer_releases.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_only_default_rows_count():
+    m = _script()
+    base = {"schedule": {"epochs": 150.0, "seed": 7.0, "route": 1.0, "share": 0.1, "pair": 1.0},
+            "policy": {"mode": "residual"}}
+    assert m.is_default(base)
+    assert not m.is_default({**base, "variant": "no relabel"})  # the unrelabelled twin of a pair
+    assert not m.is_default({**base, "rows_from": "x"})  # a diagnosis on saved rows
+    assert not m.is_default({**base, "schedule": {**base["schedule"], "chain": 5.0}})
+    assert not m.is_default({**base, "schedule": {**base["schedule"], "share": 0.3}})
+    assert not m.is_default({**base, "schedule": {"epochs": 150.0, "seed": 1.0}})  # no release route
+    assert not m.is_default({**base, "policy": {}})  # no relabel
+
+
+def test_gap_over_releases_uses_release_means(tmp_path):
+    m = _script()
+    suite = tmp_path / "gap.cells.csv"
+    suite.write_text("synthesizer,agent,seed,final_score,epsilon\n"
+                     "real,iql,0,60,\nreal,iql,1,60,\nprivorl-n,iql,0,0,0.0\nprivorl-n,iql,1,0,0.0\n"
+                     "privorl-n,iql,0,99,10.0\n")  # the suite's own DP row is not a default release: left out
+    studies = tmp_path / "studies.jsonl"
+    sched = {"epochs": 150.0, "route": 1.0}
+    studies.write_text("\n".join(json.dumps(x) for x in [
+        {"env": "hopper", "epsilon": 10.0, "schedule": {**sched, "seed": 1.0}, "policy": {"m": 1}, "iql_final": [30, 30, 30]},
+        {"env": "hopper", "epsilon": 10.0, "schedule": {**sched, "seed": 2.0}, "policy": {"m": 1}, "iql_final": [60, 60, 60]},
+        {"env": "hopper", "epsilon": 10.0, "schedule": {**sched, "seed": 2.0}, "policy": {"m": 1}, "variant": "x",
+         "iql_final": [0, 0, 0]},
+    ]) + "\n")
+    rows = m.cells(studies, {"hopper": suite})
+    assert len(rows) == 4 + 6
+    md, figures = m.table(rows)
+    (f,) = figures
+    assert f["per_release_gap"] == {1: 0.5, 2: 1.0}
+    assert abs(f["gap"].point - 0.75) < 1e-12
+    assert "| hopper | iql | 10 | 60.0 | 0.0 | 2 |" in md
+
+
+def test_committed_table_is_up_to_date():
+    assert _script().main(["--check"]) == 0
