@@ -166,3 +166,24 @@ def test_release_path_refuses_a_checkpoint_pretrained_on_the_sensitive_data(sens
     assert code == 2 and not (tmp_path / "o.pt").exists()
     with pytest.raises(AssertionError, match="fine-tune ran"):  # the shipped card's public data passes the check
         synthesize(sens, pretrained="pointmaze-umaze", epsilon=5.0, delta=1e-3, n=8, progress=False)
+
+
+def test_from_scratch_filter_probe_samples_no_untrained_model(sens, monkeypatch):
+    """With no public data and nothing pre-trained, the up-front filter probe used to sample the untrained network:
+    its noise fell in the U-maze's walls for one seed in two and the release was refused (--seed 1, stop 47)."""
+    from privsynth.release import salvage
+
+    class Stop(Exception):
+        pass
+
+    seen = {}
+
+    def spy(environment, steps, public, pretrained=None, **kw):
+        seen.update(public=list(public), pretrained=pretrained)
+        raise Stop
+
+    monkeypatch.setattr(salvage, "check_filters_can_keep", spy)
+    with pytest.raises(Stop):
+        synthesize(sens, epsilon=5.0, delta=1e-3, n=64, config=tiny_config(), progress=False, postprocess="all",
+                   obs_bounds=(-5.3, 5.3), reward_bounds=(0.0, 1.0), out_dataset="pm-scratch")
+    assert seen == {"public": [], "pretrained": None}

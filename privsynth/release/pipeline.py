@@ -312,8 +312,10 @@ def synthesize(
         if postprocess:  # filters that keep no public row would refuse the release after the budget is spent
             from privsynth.release.salvage import check_filters_can_keep
 
-            check_filters_can_keep(sens.info, postprocess, pubs,
-                                   synth if not dp_norm and (pretrain or pretrained is not None) else None)
+            # the model's samples only where it learnt something public (pre-trained on public data, or given one):
+            # an untrained from-scratch network samples noise, which the maze's walls may all reject by chance
+            learnt = pretrained is not None or (pretrain and bool(pubs))
+            check_filters_can_keep(sens.info, postprocess, pubs, synth if not dp_norm and learnt else None)
         t0 = time.perf_counter()
         record_dp_request(synth.config, epsilon, delta, unit)
         # with a DP normaliser, DP-SGD gets what is left; the guard checks the composed total against epsilon
