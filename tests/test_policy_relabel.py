@@ -201,3 +201,29 @@ def test_cli_summary_reports_the_relabel(monkeypatch, capsys):
            "--policy-share", "0.1"]
     assert main(cli) == 0
     assert "actions relabelled by a DP policy (sigma 2.23" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_maze_release_from_scratch_spends_the_share_on_the_policy_and_rolls_out(tmp_path, monkeypatch):
+    """The from-scratch PointMaze default (issue 37, seventh round) through the one release route: the policy's DP-SGD
+    event is on the ledger, the composed ε is within the budget, and the card records the relabel and the rollouts;
+    the released rows are episodes whose next states start the next rows."""
+    from test_transition_synth import tiny_config
+
+    from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze
+    from privsynth.release import synthesize
+
+    monkeypatch.chdir(tmp_path)
+    sens = generate_pointmaze(PointMazeConfig(maze="umaze", steps=300, seed=2, dense=True, ref_episodes=1),
+                              progress=False).mark_sensitive()
+    res = synthesize(sens, epsilon=8.0, delta=1e-3, n=60, config=tiny_config(), obs_bounds=(-1.5, 1.5),
+                     reward_bounds=(-5.0, 5.0), progress=False)
+    ds, ledger = res.dataset, res.ledger
+    assert ledger.events[-1].name.startswith("DP-SGD behaviour policy")
+    assert ledger.events[-1].params["epsilon_spent"] == pytest.approx(ds.info.extra["policy_relabel"]["epsilon"])
+    assert 0.97 * 8.0 <= ledger.epsilon() <= 8.0
+    card = ds.info.privacy_card
+    assert card["policy_relabel"]["costs_privacy"] is True and card["postprocess"]["rollout"]["costs_privacy"] is False
+    same = np.flatnonzero(ds.episode_ids[1:] == ds.episode_ids[:-1])  # consecutive rows of one chain
+    assert len(same) > len(ds) // 2
+    np.testing.assert_allclose(ds.next_observations[same], ds.observations[same + 1], atol=1e-5)

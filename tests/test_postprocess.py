@@ -352,9 +352,19 @@ def test_auto_repairs_locomotion_releases_only(sparse):
     assert default_steps(hopper) == LOCOMOTION_DEFAULT
     assert step_options(LOCOMOTION_DEFAULT)["drop_in_walls"] is False
     assert default_steps(sparse.info) is None and default_steps(DatasetInfo(name="own")) is None
+    # learnt from scratch (no public data, nothing pre-trained), a PointMaze release is repaired and rolled out
+    from privsynth.release.postprocess import SCRATCH_MAZE_DEFAULT, check_supported
+    from privsynth.release.relabel import POLICY_SHARE, resolve_policy_share
+
+    assert default_steps(sparse.info, from_scratch=True) == SCRATCH_MAZE_DEFAULT
+    assert default_steps(hopper, from_scratch=True) == LOCOMOTION_DEFAULT
+    assert default_steps(DatasetInfo(name="own"), from_scratch=True) is None
+    scratch = step_options(SCRATCH_MAZE_DEFAULT)
+    assert scratch["rollout"] and scratch["drop_in_walls"] and not scratch["drop_terminated_starts"]
+    check_supported(sparse.info, SCRATCH_MAZE_DEFAULT)  # every named step serves PointMaze
+    assert resolve_policy_share("auto", steps=SCRATCH_MAZE_DEFAULT, unit="transition", n=10) == POLICY_SHARE
     # Ant-v5 observes contact forces too: the adapter cannot set its state from a row, so nothing is repaired
     assert default_steps(DatasetInfo(name="a", env_id="Ant-v5")) is None
-    from privsynth.release.postprocess import check_supported
 
     with pytest.raises(PrivsynthError, match="no post-processing"):  # refused before any fine-tune, not after
         check_supported(DatasetInfo(name="a", env_id="Ant-v5"), "reward")

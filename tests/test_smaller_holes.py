@@ -187,3 +187,31 @@ def test_from_scratch_filter_probe_samples_no_untrained_model(sens, monkeypatch)
         synthesize(sens, epsilon=5.0, delta=1e-3, n=64, config=tiny_config(), progress=False, postprocess="all",
                    obs_bounds=(-5.3, 5.3), reward_bounds=(0.0, 1.0), out_dataset="pm-scratch")
     assert seen == {"public": [], "pretrained": None}
+
+
+def test_from_scratch_maze_release_defaults_to_repairs_and_rollouts(sens, monkeypatch):
+    """``postprocess="auto"`` without public data or a pre-trained model on PointMaze resolves to every repair plus
+    rollouts (issue 37, seventh round); with public data it stays off (UMaze with public data cannot choose)."""
+    from privsynth.release import salvage
+    from privsynth.release.postprocess import SCRATCH_MAZE_DEFAULT
+
+    class Stop(Exception):
+        pass
+
+    seen = []
+
+    def spy(environment, steps, public, pretrained=None, **kw):
+        seen.append(steps)
+        raise Stop
+
+    monkeypatch.setattr(salvage, "check_filters_can_keep", spy)
+    monkeypatch.setattr(TransitionSynthesizer, "pretrain", lambda self, *a, **k: None)
+    with pytest.raises(Stop):
+        synthesize(sens, epsilon=5.0, delta=1e-3, n=64, config=tiny_config(), progress=False,
+                   obs_bounds=(-5.3, 5.3), reward_bounds=(0.0, 1.0), out_dataset="pm-scratch-auto")
+    assert seen == [SCRATCH_MAZE_DEFAULT]
+    _no_finetune(monkeypatch)
+    with pytest.raises((AssertionError, Stop)):  # with public data nothing is post-processed: no filter probe runs
+        synthesize(sens, public=[_maze("umaze", 5)], epsilon=5.0, delta=1e-3, n=64, config=tiny_config(),
+                   progress=False, out_dataset="pm-public-auto")
+    assert seen == [SCRATCH_MAZE_DEFAULT]

@@ -99,9 +99,9 @@ def _add_postprocess(p: argparse.ArgumentParser, *, short: bool = False) -> None
                    help="before writing, repair the rows with the public environment (free under DP; PointMaze and "
                         "MuJoCo locomotion). Steps: clip (actions), resimulate (s'), reward, walls / goals (states / "
                         "goals in walls dropped), terminal (flag from s'), healthy (rows from a fallen state dropped), "
-                        "rollout (rows continued as 5-step simulator rollouts; by name only, not in all); "
+                        "rollout (rows continued as simulator rollouts; by name only, not in all); "
                         "alone: all; none: off. synthesize's default: clip,resimulate,reward,terminal,healthy on "
-                        "MuJoCo locomotion, none elsewhere (docs/privacy.md)")
+                        "MuJoCo locomotion, all,rollout on PointMaze without public data, none elsewhere")
     p.add_argument("--no-topup", dest="topup", action="store_false",
                    help="with --postprocess: keep only the rows left after dropping (default: sample more from the "
                         "same model until the requested number of rows is kept; free under DP)")

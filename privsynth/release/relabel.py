@@ -1,14 +1,13 @@
 """A release's actions relabelled by a DP behaviour policy, then re-simulated (issue 37, docs/transfer.md round 5).
 
-:func:`resolve_policy_share` decides, from public facts only, how much of ε the policy gets: by default
-(``"auto"``) :data:`POLICY_SHARE` for a transition release whose post-processing re-simulates each row from (s, a)
-(the locomotion default), nothing elsewhere; the DP fine-tune of the synthesizer gets the rest. After sampling,
-:func:`fit_relabeller` fits the policy (:mod:`privsynth.synth.dp_policy`: a plain fit on the release's own rows,
-then DP-SGD on the sensitive (s, a) pairs at the share's ε with the fine-tune's DP count) and appends its event to the
-synthesizer's ledger, which the release guard composes against the budget. The :class:`Relabeller` it returns maps
-every drawn batch (also the top-up draws) to new actions; the simulator repair that follows recomputes s′, reward and
-flags from them, so each row stays one step of the environment.
-"""
+:func:`resolve_policy_share` decides, from public facts only, how much of ε the policy gets: by default (``"auto"``)
+:data:`POLICY_SHARE` for a transition release whose post-processing re-simulates each row from (s, a) (the locomotion
+default, and PointMaze learnt from scratch), nothing elsewhere; the DP fine-tune of the synthesizer gets the rest.
+After sampling, :func:`fit_relabeller` fits the policy (:mod:`privsynth.synth.dp_policy`: a plain fit on the release's
+own rows, then DP-SGD on the sensitive (s, a) pairs at the share's ε with the fine-tune's DP count) and appends its
+event to the synthesizer's ledger, which the release guard composes against the budget. The :class:`Relabeller` it
+returns maps every drawn batch (also the top-up draws) to new actions; the simulator repair that follows recomputes
+s′, reward and flags from them, so each row stays one step of the environment."""
 from __future__ import annotations
 
 import dataclasses
@@ -34,7 +33,8 @@ def resolve_policy_share(request: Any, *, steps: Any, unit: str, n: int | None, 
 
     simulated = bool(steps) and step_options(steps).get("resimulate", False)
     if request == "auto" or request is None:
-        # measured on MuJoCo locomotion only (``locomotion``: the environment has the default simulator repair)
+        # measured where the environment has a default simulator repair (``locomotion``: MuJoCo locomotion, and
+        # PointMaze learnt from scratch: docs/transfer.md, fifth to seventh rounds)
         return POLICY_SHARE if simulated and locomotion and unit == "transition" and n != 0 else 0.0
     share = float(request)
     if share == 0.0:
