@@ -154,3 +154,12 @@ def test_a_release_asked_for_chains_is_chained_and_costs_nothing_more(tmp_path, 
     assert same.any()
     np.testing.assert_allclose(out.next_observations[:-1][same], out.observations[1:][same], atol=1e-5)
     assert events[LOCOMOTION_DEFAULT + ",rollout"] == events[LOCOMOTION_DEFAULT]  # no event of its own
+
+
+def test_the_command_summary_says_the_rows_were_rolled_out():
+    from privsynth.commands.synth import _post_note
+
+    stats = {"rows_kept": 50, "rows_in": 60, "reward_changed": 0.5, "next_state_mean_change": 0.8}
+    assert "rolled out" not in _post_note(stats)
+    note = _post_note({**stats, "rollout": {"chains": 3, "horizon": 100}})
+    assert note.endswith("rolled out as 3 simulator episodes of up to 100 steps")

@@ -115,8 +115,12 @@ def _pretrained_help() -> str:
 
 def _post_note(stats: dict) -> str:
     """One line of :func:`privsynth.release.postprocess.postprocess` stats for the command's summary."""
-    return (f"; post-processed: {stats['rows_kept']}/{stats['rows_in']} rows kept, rewards changed "
+    note = (f"; post-processed: {stats['rows_kept']}/{stats['rows_in']} rows kept, rewards changed "
             f"{stats['reward_changed']:.1%}, mean |Δs′| {stats['next_state_mean_change']:.3g}")
+    roll = stats.get("rollout")
+    if roll:  # the rows are now simulator rollouts: say so, a user reads episodes, not single transitions
+        note += f", rolled out as {roll['chains']} simulator episodes of up to {roll['horizon']} steps"
+    return note
 
 
 def _post_request(text: str | None) -> str | bool:
