@@ -54,9 +54,10 @@ def cells(studies: pathlib.Path = STUDIES, suites: dict[str, pathlib.Path] = SUI
     for env, path in suites.items():
         with open(path, newline="") as f:
             for row in csv.DictReader(f):
-                eps = row["epsilon"]
-                if row["synthesizer"] == "real" or (eps != "" and float(eps) == 0.0):
-                    out.append({"env": env, "synthesizer": row["synthesizer"], "epsilon": eps, "agent": row["agent"],
+                real = row["synthesizer"] == "real"
+                if real or (row["epsilon"] != "" and float(row["epsilon"]) == 0.0):  # real data, public alone
+                    out.append({"env": env, "synthesizer": row["synthesizer"], "epsilon": "" if real else 0.0,
+                                "agent": row["agent"],
                                 "release_seed": "", "seed": int(row["seed"]),
                                 "final_score": round(float(row["final_score"]), 2), "round": ""})
     for text in studies.read_text().splitlines():
@@ -76,8 +77,8 @@ def table(rows: list[dict]) -> tuple[str, list[dict]]:
     from privsynth.evaluation.bench.gap import gap_closed
 
     figures = []
-    keys = sorted({(r["env"], r["agent"], r["epsilon"]) for r in rows if r["synthesizer"] == "privorl-n"
-                   and r["epsilon"] not in ("", "0.0", 0.0)}, key=lambda k: (k[0], k[1], -k[2]))
+    keys = sorted({(r["env"], r["agent"], r["epsilon"]) for r in rows if r["release_seed"] != ""},
+                  key=lambda k: (k[0], k[1], -k[2]))
     for env, agent, eps in keys:
         mine = [r for r in rows if r["env"] == env and r["agent"] == agent]
         real = [r["final_score"] for r in mine if r["synthesizer"] == "real"]
@@ -136,13 +137,14 @@ def plot(figures: list[dict], path: pathlib.Path) -> None:
     plt.close(fig)
 
 
-def render(rows: list[dict]) -> tuple[str, str]:
+def render(rows: list[dict]) -> tuple[str, str, list[dict]]:
+    """cells.csv's text, gap.md's text and the figures behind them (one bootstrap per row of the table)."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
     w.writeheader()
     w.writerows(rows)
-    md, _ = table(rows)
-    return buf.getvalue(), md
+    md, figures = table(rows)
+    return buf.getvalue(), md, figures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="fail if cells.csv or gap.md differ from the studies")
     args = ap.parse_args(argv)
     rows = cells()
-    csv_text, md = render(rows)
+    csv_text, md, figures = render(rows)
     if args.check:
         stale = [n for n, t in (("cells.csv", csv_text), ("gap.md", md))
                  if not (OUT / n).exists() or (OUT / n).read_text() != t]
@@ -162,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "cells.csv").write_text(csv_text)
     (OUT / "gap.md").write_text(md)
-    plot(table(rows)[1], OUT / "gap.png")
+    plot(figures, OUT / "gap.png")
     print(md)
     return 0
 

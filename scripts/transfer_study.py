@@ -21,8 +21,8 @@ recomputed by the public simulator from each (s, a); 2 only the terminal flag re
 the environment's rule; 3 as 2, and rows starting in a state the environment ends episodes in dropped; 4 = 1 and 3
 (the default of `release.synthesize` on locomotion since round 4; without post=N the rows stay as sampled); chain=H
 (after post=N, or on a saved release that was re-simulated) continues the rows as H-step simulator rollouts
-(the `rollout` post-processing step, privsynth.release.rollout; free); edge=X (a diagnosis, before post=N) moves actions at the box edge (|a| >= 1) to
-±X; beta=B (a diagnosis) trains IQL with that AWR inverse temperature instead of CORL's 3.
+(the `rollout` post-processing step, privsynth.release.rollout; free); edge=X (a diagnosis, before post=N) moves
+actions at the box edge (|a| >= 1) to ±X; beta=B (a diagnosis) trains IQL with that AWR inverse temperature instead of CORL's 3.
 
 --rows-from reads the rows an earlier run wrote with --save instead of a new fine-tune, so post=N measures
 post-processing on that very release (paired); --diagnose records each row's data checks (--no-agents: only them). The pre-trained

@@ -199,7 +199,7 @@ def synthesize(
     env_default = default_steps(sens.info, from_scratch=not public_list and pretrained is None)
     postprocess = _check_postprocess(sens.info, postprocess, unit=unit, episodes=episodes, auto=env_default)
     policy_epsilon = epsilon * resolve_policy_share(policy_share, steps=postprocess, unit=unit, n=n,
-                                                    locomotion=env_default is not None)
+                                                    repaired_by_default=env_default is not None)
     pubs = [as_dataset(p) for p in public_list]
     for pub in pubs:
         check_public(pub, sens)

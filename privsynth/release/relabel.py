@@ -25,7 +25,8 @@ __all__ = ["POLICY_SHARE", "resolve_policy_share", "fit_relabeller", "Relabeller
 POLICY_SHARE = 0.1
 
 
-def resolve_policy_share(request: Any, *, steps: Any, unit: str, n: int | None, locomotion: bool = True) -> float:
+def resolve_policy_share(request: Any, *, steps: Any, unit: str, n: int | None,
+                         repaired_by_default: bool = True) -> float:
     """The share of ε the behaviour policy gets: ``"auto"`` → :data:`POLICY_SHARE` where the release's rows are
     re-simulated (``resimulate`` among the post-processing ``steps``) at the transition unit, else 0; a number is
     checked (it needs the same re-simulation: new actions with the sampled s′ would break every row)."""
@@ -33,9 +34,9 @@ def resolve_policy_share(request: Any, *, steps: Any, unit: str, n: int | None, 
 
     simulated = bool(steps) and step_options(steps).get("resimulate", False)
     if request == "auto" or request is None:
-        # measured where the environment has a default simulator repair (``locomotion``: MuJoCo locomotion, and
+        # measured where the release has a default simulator repair (``repaired_by_default``: MuJoCo locomotion, and
         # PointMaze learnt from scratch: docs/transfer.md, fifth to seventh rounds)
-        return POLICY_SHARE if simulated and locomotion and unit == "transition" and n != 0 else 0.0
+        return POLICY_SHARE if simulated and repaired_by_default and unit == "transition" and n != 0 else 0.0
     share = float(request)
     if share == 0.0:
         return 0.0
