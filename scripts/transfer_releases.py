@@ -1,20 +1,31 @@
-"""Gap closed over several releases at the shipped default (issue 37): one table per body, agent and ε.
+"""Gap closed over several releases at the shipped default (issue 37): one table per body, agent, ε and repair.
 
 The committed transfer suites (``evaluation/suites/transfer_*.yaml``) ran one release per row at the schedule of
 their day. This script collects, from ``evaluation/results/transfer_study/studies.jsonl``, every row that was made
-at today's default for locomotion (150 DP epochs, every parameter, the release route with its repairs and the DP
-action relabel at ``share`` 0.1, each its own synthesizer seed, from the suite's pre-trained checkpoint) and puts
-them next to the suites' real-data and public-alone cells:
+at a default configuration for locomotion (150 DP epochs, every parameter, the release route with its repairs and
+the DP action relabel at ``share`` 0.1, each its own synthesizer seed, from the suite's pre-trained checkpoint) and
+puts them next to the suites' real-data and public-alone cells. Two post-processings count:
+
+* ``repair+rollout`` (today's default, round 8): the simulator repair, then rollouts of 100 steps. Its rows are
+  route rows whose post-processing rolled out at a horizon of 100, and rows re-read from a saved default release
+  with ``--schedule chain=100`` (``rows_from``): the route applies the same ``chain_rollouts`` to the same repaired
+  rows, so the two are the same release;
+* ``repair`` (the default of rounds 4-7): the simulator repair alone, route rows without rollouts.
+
+Outputs:
 
 * ``evaluation/results/transfer_releases/cells.csv``: one line per agent run (``synthesizer``, ``epsilon`` (0 = the
-  public model alone, empty = real data), ``agent``, ``release_seed``, ``seed``, ``final_score``, ``env``, ``round``);
-* ``gap.md``: per body, agent and ε, each release's mean, the mean over releases and the share of the public-to-real
-  gap closed, with a percentile bootstrap that resamples *releases* (each the mean of its agent seeds), so the
-  interval shows how much one release differs from the next, which the suites' per-seed intervals cannot;
+  public model alone, empty = real data), ``agent``, ``release_seed``, ``seed``, ``final_score``, ``env``, ``round``,
+  ``postprocess``);
+* ``gap.md``: per body, agent, ε and post-processing, each release's mean, the mean over releases and the share of
+  the public-to-real gap closed, with a percentile bootstrap that resamples *releases* (each the mean of its agent
+  seeds), so the interval shows how much one release differs from the next, which the suites' per-seed intervals
+  cannot;
 * ``gap.png``: the same figures as dots, one per release.
 
-Rows made for a diagnosis (``rows_from``, ``chain``, ``edge``, ``beta``, other schedules) and the no-relabel half of
-a pair (``variant``) are left out. Nothing here trains or reads sensitive data: it re-reads published scores.
+Rows made for a diagnosis (other ``rows_from`` schedules, ``chain`` at other horizons, ``edge``, ``beta``, other
+schedules) and the no-relabel half of a pair (``variant``) are left out. Nothing here trains or reads sensitive data:
+it re-reads published scores.
 
     python scripts/transfer_releases.py            # rewrite the three files
     python scripts/transfer_releases.py --check    # fail if the committed files are out of date
@@ -26,6 +37,7 @@ import csv
 import io
 import json
 import pathlib
+import re
 import sys
 
 import numpy as np
@@ -37,15 +49,47 @@ SUITES = {"walker2d": ROOT / "evaluation/results/transfer_walker2d/tables/transf
 OUT = ROOT / "evaluation/results/transfer_releases"
 # keys a default-configuration schedule may carry (the seed is the release's; pair only adds a no-relabel twin)
 DEFAULT_KEYS = {"epochs", "seed", "route", "share", "pair"}
-COLUMNS = ["env", "synthesizer", "epsilon", "agent", "release_seed", "seed", "final_score", "round"]
+COLUMNS = ["env", "synthesizer", "epsilon", "agent", "release_seed", "seed", "final_score", "round", "postprocess"]
+DEFAULT, REPAIR = "repair+rollout", "repair"  # today's default; the default of rounds 4-7
+HORIZON = 100  # the rollouts' horizon of the default (privsynth.release.rollout.CHAIN_HORIZON)
 
 
 def is_default(line: dict) -> bool:
-    """True for a study row made at today's locomotion default (module docstring)."""
+    """True for a study row made through the release route at a default configuration (module docstring), rolled
+    out or not."""
     s = line.get("schedule") or {}
     return (not line.get("rows_from") and "variant" not in line and set(s) <= DEFAULT_KEYS
             and s.get("route") == 1 and s.get("epochs") == 150 and s.get("share", 0.1) == 0.1
             and "seed" in s and bool(line.get("policy")))
+
+
+def _saved_schedule(name: str) -> tuple[str, dict[str, float]]:
+    """The body and schedule a saved release's file name records (``hopper_20000_epochs150_seed7_route1_share0.1``)."""
+    env, _steps, *parts = name.split("_")
+    sched = {}
+    for part in parts:
+        m = re.fullmatch(r"([a-z]+)([0-9.]+)", part)
+        if m is None:  # e.g. "norelabel": not a default release
+            return env, {}
+        sched[m.group(1)] = float(m.group(2))
+    return env, sched
+
+
+def configuration(line: dict, lines: list[dict]) -> tuple[str, dict] | None:
+    """``(post-processing, the release's own line)`` for a row at a default configuration, else None: a route row
+    (rolled out at :data:`HORIZON` or not), or a saved default release re-read and rolled out at :data:`HORIZON`."""
+    if is_default(line):
+        horizon = (line.get("postprocess") or {}).get("chain_horizon")
+        if horizon is None:
+            return REPAIR, line
+        return (DEFAULT, line) if horizon == HORIZON else None
+    if line.get("rows_from") and line.get("schedule") == {"chain": float(HORIZON)} and "variant" not in line:
+        env, sched = _saved_schedule(line["rows_from"])
+        sources = [x for x in lines if is_default(x) and x["env"] == env and x["schedule"] == sched
+                   and "chain_horizon" not in (x.get("postprocess") or {})]
+        if len(sources) == 1:
+            return DEFAULT, sources[0]
+    return None
 
 
 def cells(studies: pathlib.Path = STUDIES, suites: dict[str, pathlib.Path] = SUITES) -> list[dict]:
@@ -59,16 +103,19 @@ def cells(studies: pathlib.Path = STUDIES, suites: dict[str, pathlib.Path] = SUI
                     out.append({"env": env, "synthesizer": row["synthesizer"], "epsilon": "" if real else 0.0,
                                 "agent": row["agent"],
                                 "release_seed": "", "seed": int(row["seed"]),
-                                "final_score": round(float(row["final_score"]), 2), "round": ""})
-    for text in studies.read_text().splitlines():
-        line = json.loads(text)
-        if not is_default(line):
+                                "final_score": round(float(row["final_score"]), 2), "round": "",
+                                "postprocess": ""})
+    lines = [json.loads(text) for text in studies.read_text().splitlines()]
+    for line in lines:
+        found = configuration(line, lines)
+        if found is None:
             continue
+        post, release = found
         for agent in ("iql", "td3bc"):
             for seed, score in enumerate(line.get(f"{agent}_final") or []):
-                out.append({"env": line["env"], "synthesizer": "privorl-n", "epsilon": float(line["epsilon"]),
-                            "agent": agent, "release_seed": int(line["schedule"]["seed"]), "seed": seed,
-                            "final_score": float(score), "round": line.get("round", "")})
+                out.append({"env": line["env"], "synthesizer": "privorl-n", "epsilon": float(release["epsilon"]),
+                            "agent": agent, "release_seed": int(release["schedule"]["seed"]), "seed": seed,
+                            "final_score": float(score), "round": line.get("round", ""), "postprocess": post})
     return out
 
 
@@ -77,36 +124,40 @@ def table(rows: list[dict]) -> tuple[str, list[dict]]:
     from privsynth.evaluation.bench.gap import gap_closed
 
     figures = []
-    keys = sorted({(r["env"], r["agent"], r["epsilon"]) for r in rows if r["release_seed"] != ""},
-                  key=lambda k: (k[0], k[1], -k[2]))
-    for env, agent, eps in keys:
+    keys = sorted({(r["env"], r["agent"], r["epsilon"], r["postprocess"]) for r in rows if r["release_seed"] != ""},
+                  key=lambda k: (k[0], k[1], -k[2], k[3] != DEFAULT))
+    for env, agent, eps, post in keys:
         mine = [r for r in rows if r["env"] == env and r["agent"] == agent]
         real = [r["final_score"] for r in mine if r["synthesizer"] == "real"]
         public = [r["final_score"] for r in mine if r["synthesizer"] != "real" and r["release_seed"] == ""]
         releases: dict[int, list[float]] = {}
         for r in mine:
-            if r["release_seed"] != "" and r["epsilon"] == eps:
+            if r["release_seed"] != "" and r["epsilon"] == eps and r["postprocess"] == post:
                 releases.setdefault(r["release_seed"], []).append(r["final_score"])
         means = {s: float(np.mean(v)) for s, v in sorted(releases.items())}
         g = gap_closed(real, public, list(means.values()), resamples=2000, seed=0)
         per = {s: None if g.point is None else (m - float(np.mean(public))) / g.gap for s, m in means.items()}
-        figures.append({"env": env, "agent": agent, "epsilon": eps, "real": float(np.mean(real)),
+        figures.append({"env": env, "agent": agent, "epsilon": eps, "postprocess": post, "real": float(np.mean(real)),
                         "public": float(np.mean(public)), "releases": means, "per_release_gap": per,
                         "mean": float(np.mean(list(means.values()))), "gap": g})
     lines = ["## Gap closed over several releases at the default (locomotion transfer proxies, issue 37)", "",
              "Made by `python scripts/transfer_releases.py` from `evaluation/results/transfer_study/studies.jsonl` "
-             "(rows at the default: 150 DP epochs, every parameter, release route with repairs and the DP action "
-             "relabel) and the suites' real and public-alone cells. Each release: its own synthesizer seed, 50k rows, "
-             "3 agent seeds, 20k updates; interval: percentile bootstrap over releases (95%).", "",
-             "| body | agent | ε | real | public alone | releases | each release's gap closed (seed: value) "
-             "| mean over releases | gap closed [95% over releases] |", "|---|---|---|---|---|---|---|---|---|"]
+             "(rows at a default: 150 DP epochs, every parameter, release route with repairs and the DP action "
+             f"relabel) and the suites' real and public-alone cells. `{DEFAULT}`: today's default (the repair, then "
+             f"rollouts of {HORIZON} steps); `{REPAIR}`: the default of rounds 4-7 (the repair alone), on the same "
+             "releases where both were measured. Each release: its own synthesizer seed, 50k rows, 3 agent seeds, "
+             "20k updates; interval: percentile bootstrap over releases (95%).", "",
+             "| body | agent | ε | post-processing | real | public alone | releases | each release's gap closed "
+             "(seed: value) | mean over releases | gap closed [95% over releases] |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for f in figures:
         g = f["gap"]
         each = ", ".join(f"{s}: {v:.2f}" for s, v in f["per_release_gap"].items() if v is not None) or "–"
         closed = ("non-discriminating" if g.point is None
                   else f"**{g.point:.2f}** [{g.low:.2f}, {g.high:.2f}]" if len(f["releases"]) > 1
                   else f"{g.point:.2f} (one release)")
-        lines.append(f"| {f['env']} | {f['agent']} | {f['epsilon']:g} | {f['real']:.1f} | {f['public']:.1f} | "
+        lines.append(f"| {f['env']} | {f['agent']} | {f['epsilon']:g} | {f['postprocess']} | {f['real']:.1f} | "
+                     f"{f['public']:.1f} | "
                      f"{len(f['releases'])} | {each} | {f['mean']:.1f} | {closed} |")
     return "\n".join(lines) + "\n", figures
 
@@ -118,19 +169,21 @@ def plot(figures: list[dict], path: pathlib.Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 3.2))
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.75 * len(figures)), 3.4))
     labels = []
     for i, f in enumerate(figures):
         vals = [v for v in f["per_release_gap"].values() if v is not None]
-        labels.append(f"{f['env']}\n{f['agent']} ε={f['epsilon']:g}")
-        ax.scatter([i] * len(vals), vals, color="tab:blue", alpha=0.7, zorder=3)
+        labels.append(f"{f['env']}\n{f['agent']} ε={f['epsilon']:g}\n{f['postprocess']}")
+        ax.scatter([i] * len(vals), vals, color="tab:blue" if f["postprocess"] == DEFAULT else "tab:grey",
+                   alpha=0.7, zorder=3)
         if f["gap"].point is not None:
             ax.hlines(f["gap"].point, i - 0.3, i + 0.3, color="black", zorder=4)
     ax.axhline(0.8, ls="--", color="tab:red", lw=1, label="goal at ε = 10 (0.8)")
     ax.axhline(0.0, color="grey", lw=0.8)
-    ax.set_xticks(range(len(figures)), labels, fontsize=8)
+    ax.set_xticks(range(len(figures)), labels, fontsize=6)
     ax.set_ylabel("share of gap closed")
-    ax.set_title("Each release at the default (dots) and their mean (bar)", fontsize=9)
+    ax.set_title(f"Each release (dots; blue: today's default, {DEFAULT}; grey: {REPAIR} alone) and their mean (bar)",
+                 fontsize=9)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -19,7 +19,8 @@ noise: the no-DP control), real=1 (agents on the sensitive set itself: the real 
 model alone, the control row), post=N (post-processing, free under DP): 1 actions clipped, s', reward and terminal
 recomputed by the public simulator from each (s, a); 2 only the terminal flag recomputed from each row's own s' by
 the environment's rule; 3 as 2, and rows starting in a state the environment ends episodes in dropped; 4 = 1 and 3
-(the default of `release.synthesize` on locomotion since round 4; without post=N the rows stay as sampled); chain=H
+(the repair of `release.synthesize` on locomotion since round 4, its default with chain=100 since round 8;
+without post=N the rows stay as sampled); chain=H
 (after post=N, or on a saved release that was re-simulated) continues the rows as H-step simulator rollouts
 (the `rollout` post-processing step, privsynth.release.rollout; free); edge=X (a diagnosis, before post=N) moves
 actions at the box edge (|a| >= 1) to ±X; beta=B (a diagnosis) trains IQL with that AWR inverse temperature instead of CORL's 3.
@@ -131,7 +132,7 @@ def main() -> None:
                     paired = topped_up(first, lambda k, i: prepare_release(
                         fine.sample(k, seed=draw_seed(fine.config.seed, i)), sens.info),
                         n_rows, **step_options(LOCOMOTION_DEFAULT))[0]
-            else:  # rows as sampled: post=N below applies the repair (post=4 is the release default on locomotion)
+            else:  # rows as sampled: post=N below applies the repair (post=4 is the default repair on locomotion)
                 rows = synthesize(sens, epsilon=args.epsilon, delta=args.delta, unit="transition", pretrained=synth,
                                   n=n_rows, out_dataset=None, progress=False, postprocess=False).dataset
         else:
@@ -153,10 +154,10 @@ def main() -> None:
         if sched.get("post"):  # free: a function of the rows and the public environment only
             from privsynth.release.postprocess import postprocess, step_options
 
-            from privsynth.release.postprocess import LOCOMOTION_DEFAULT
+            from privsynth.release.postprocess import LOCOMOTION_REPAIR
 
             steps = {1: "clip,resimulate,reward", 2: "terminal", 3: "terminal,healthy",
-                     4: LOCOMOTION_DEFAULT}[int(sched["post"])]
+                     4: LOCOMOTION_REPAIR}[int(sched["post"])]  # post=4: the repair (the default before rollouts)
             rows, stats = postprocess(rows, environment=sens.info, **step_options(steps))
             post = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
         if sched.get("chain"):  # free: rows continued as simulator rollouts (privsynth.release.rollout)
@@ -165,6 +166,8 @@ def main() -> None:
             rows, chained = chain_rollouts(rows, horizon=int(sched["chain"]))
             post = {**post, **{f"chain_{k}": v for k, v in chained.items() if isinstance(v, (int, float))}}
         ft = time.time() - t0
+        if isinstance(post.get("rollout"), dict):  # the route's rollouts, recorded as a chain=N schedule's are
+            post = {**post, **{f"chain_{k}": v for k, v in post["rollout"].items()}}
         post = {k: v for k, v in post.items() if isinstance(v, (int, float))}
         pol = {k: v for k, v in pol.items() if isinstance(v, (int, float, str)) and k != "note"}
         out = {"env": args.env, "sensitive_steps": args.sensitive_steps, "delta": args.delta, "schedule": sched,

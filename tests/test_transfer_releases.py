@@ -49,7 +49,26 @@ def test_gap_over_releases_uses_release_means(tmp_path):
     (f,) = figures
     assert f["per_release_gap"] == {1: 0.5, 2: 1.0}
     assert abs(f["gap"].point - 0.75) < 1e-12
-    assert "| hopper | iql | 10 | 60.0 | 0.0 | 2 |" in md
+    assert "| hopper | iql | 10 | repair | 60.0 | 0.0 | 2 |" in md
+
+
+def test_rolled_out_rows_are_todays_default_under_their_release():
+    """Route rows that rolled out at 100 steps, and a saved default release re-read with chain=100, count as
+    today's default, under the release's own seed and ε; other horizons and non-default sources do not."""
+    m = _script()
+    src = {"env": "hopper", "epsilon": 1.0, "schedule": {"epochs": 150.0, "seed": 9.0, "route": 1.0, "share": 0.1},
+           "policy": {"m": 1}, "postprocess": {"rows_kept": 5}}
+    rolled = {**src, "schedule": {**src["schedule"], "seed": 20.0}, "postprocess": {"chain_horizon": 100}}
+    reread = {"env": "hopper", "epsilon": 10.0, "rows_from": "hopper_20000_epochs150_seed9_route1_share0.1",
+              "schedule": {"chain": 100.0}, "policy": {}}
+    lines = [src, rolled, reread]
+    assert m.configuration(src, lines) == (m.REPAIR, src)
+    assert m.configuration(rolled, lines) == (m.DEFAULT, rolled)
+    assert m.configuration(reread, lines) == (m.DEFAULT, src)  # the source's seed 9 and ε = 1
+    assert m.configuration({**rolled, "postprocess": {"chain_horizon": 5}}, lines) is None
+    assert m.configuration({**reread, "schedule": {"chain": 5.0}}, lines) is None
+    assert m.configuration({**reread, "rows_from": reread["rows_from"] + "_norelabel"}, lines) is None
+    assert m.configuration({**reread, "rows_from": "hopper_20000_epochs150_seed4_route1_share0.1"}, lines) is None
 
 
 def test_committed_table_is_up_to_date():
