@@ -246,6 +246,8 @@ def _sens_small() -> OfflineDataset:
 
 
 _SAMPLE = ("*sample_info.extra*", "*card.sample.*", "*.sample.*", "*last_sample*")
+# where a release's rows fall into episodes (a chained layout or rollouts, both functions of the DP rows)
+_EPISODES = ("*minari_episodes", "*total_episodes", "*n_episodes", "*episode_id*", "*data/main_data.hdf5*")
 _GRID = _SAMPLE + ("*discretizer.fine_counts*", "*discretizer.groups*", "*discretizer.sizes*", "*measurements*",
                    "*.pairs.*", "*.sigmas.*",  # which pairs the noisy scores selected, and their noise allocation
                    "*.pairs_selected",  # how many: post-processing of the same noisy scores
@@ -269,32 +271,20 @@ def _paths() -> list[ReleasingPath]:
     # (post-processing): how many episodes, where they end and the snap statistics follow the DP rows
     paths.append(ReleasingPath("release privorl-n transition chained layout",
                                _privorl_n("transition", layout="chained"), _sens_transitions,
-                               _SAMPLE + _DESCRIPTION + ("*.rows", "*layout.*", "*data/main_data.hdf5*",
-                                                         "*minari_episodes", "*total_episodes", "*n_episodes",
-                                                         "*episode_id*"),
-                               slow=True))
+                               _SAMPLE + _DESCRIPTION + _EPISODES + ("*.rows", "*layout.*"), slow=True))
     paths.append(ReleasingPath("release privorl-n pointmaze map filter topped up", _privorl_n_postprocessed,
                                _sens_pointmaze, _SAMPLE + _DESCRIPTION + ("*postprocess*",), slow=True,
                                count_mentions_ok=("rows",)))  # the public pre-training set has 300 rows too
-    paths.append(ReleasingPath("release privorl-n hopper default: relabel, repair and rollouts",
-                               _privorl_n_locomotion_default,
-                               _sens_hopper, _SAMPLE + _DESCRIPTION + ("*postprocess*", "*minari_episodes",
-                                                                        "*total_episodes", "*n_episodes",
-                                                                        "*episode_id*", "*data/main_data.hdf5*"),
-                               slow=True, count_mentions_ok=("rows",)))
-    paths.append(ReleasingPath("release privorl-n hopper repair and rollouts without relabel",
-                               _privorl_n_locomotion_rollout,
-                               _sens_hopper, _SAMPLE + _DESCRIPTION + ("*postprocess*", "*minari_episodes",
-                                                                        "*total_episodes", "*n_episodes",
-                                                                        "*episode_id*", "*data/main_data.hdf5*"),
-                               slow=True, count_mentions_ok=("rows",)))
+    for name, run in (("release privorl-n hopper default: relabel, repair and rollouts",
+                       _privorl_n_locomotion_default),
+                      ("release privorl-n hopper repair and rollouts without relabel",
+                       _privorl_n_locomotion_rollout)):
+        paths.append(ReleasingPath(name, run, _sens_hopper, _SAMPLE + _DESCRIPTION + _EPISODES + ("*postprocess*",),
+                                   slow=True, count_mentions_ok=("rows",)))
     paths.append(ReleasingPath("release privorl-n pointmaze from scratch default", _privorl_n_maze_from_scratch,
-                               _sens_pointmaze, _SAMPLE + _DESCRIPTION + ("*postprocess*", "*minari_episodes",
-                                                                          "*total_episodes", "*n_episodes",
-                                                                          "*episode_id*", "*data/main_data.hdf5*",
-                                                                          "*.rows", "*normalizer.mean.*",
-                                                                          "*normalizer.std.*",
-                                                                          "*schema_check*"),  # a check of the rows
+                               _sens_pointmaze, _SAMPLE + _DESCRIPTION + _EPISODES + (
+                                   "*postprocess*", "*.rows", "*normalizer.mean.*", "*normalizer.std.*",
+                                   "*schema_check*"),  # a check of the rows
                                slow=True, count_mentions_ok=("rows",)))
     paths.append(ReleasingPath("finetune then sample through the CLI", _finetune_then_sample_cli, _sens_transitions,
                                _SAMPLE + _DESCRIPTION + ("*.rows",), slow=True))
