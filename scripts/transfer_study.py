@@ -22,7 +22,8 @@ the environment's rule; 3 as 2, and rows starting in a state the environment end
 (the repair of `release.synthesize` on locomotion since round 4, its default with chain=100 since round 8;
 without post=N the rows stay as sampled); chain=H
 (after post=N, or on a saved release that was re-simulated) continues the rows as H-step simulator rollouts
-(the `rollout` post-processing step, privsynth.release.rollout; free); edge=X (a diagnosis, before post=N) moves
+(the `rollout` post-processing step, privsynth.release.rollout; free; with mix=F only the first share F of the
+rows, the rest kept as they were: a diagnosis); edge=X (a diagnosis, before post=N) moves
 actions at the box edge (|a| >= 1) to ±X; beta=B (a diagnosis) trains IQL with that AWR inverse temperature instead of CORL's 3.
 
 --rows-from reads the rows an earlier run wrote with --save instead of a new fine-tune, so post=N measures
@@ -163,7 +164,18 @@ def main() -> None:
         if sched.get("chain"):  # free: rows continued as simulator rollouts (privsynth.release.rollout)
             from privsynth.release.rollout import chain_rollouts
 
-            rows, chained = chain_rollouts(rows, horizon=int(sched["chain"]))
+            mix = float(sched.get("mix", 1.0))  # diagnosis: mix=F rolls out a share F of the rows, keeps the rest
+            k = int(round(mix * rows.n_transitions))
+            if k < rows.n_transitions:
+                from privsynth.data.dataset import OfflineDataset
+
+                if rows.n_episodes != rows.n_transitions:
+                    raise SystemExit("mix=F splits a release of one row per episode")
+                rolled, chained = chain_rollouts(rows.select_episodes(np.arange(k)), horizon=int(sched["chain"]))
+                rows = OfflineDataset.concatenate([rolled, rows.select_episodes(np.arange(k, rows.n_transitions))],
+                                                  info=rolled.info)
+            else:
+                rows, chained = chain_rollouts(rows, horizon=int(sched["chain"]))
             post = {**post, **{f"chain_{k}": v for k, v in chained.items() if isinstance(v, (int, float))}}
         ft = time.time() - t0
         if isinstance(post.get("rollout"), dict):  # the route's rollouts, recorded as a chain=N schedule's are

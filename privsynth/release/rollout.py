@@ -3,12 +3,13 @@
 A re-simulated transition row (s, a, s′) is one exact environment step from a synthetic state, but its s′ is, in
 general, no row's s: on the Walker2d proxy a release's next states lie a median 1.8 (normalised units) from the
 nearest state of the release, where the real data's lie on another row's state, so an offline agent that
-bootstraps V(s′) reads its value where it was never fitted. Measured on the locomotion transfer proxies
-(docs/transfer.md, sixth round), chaining did not stop IQL's collapse on the Walker2d releases where it happens and
-cost TD3+BC on Hopper, so there it is an option (``--postprocess ...,rollout``); on PointMaze learnt from scratch,
-rollouts of 100 steps raised IQL from 0.39-0.42 to 0.66-0.72 of real on two releases (seventh round), so there it is
-the default (:data:`privsynth.release.postprocess.SCRATCH_MAZE_DEFAULT`). The step also gives a transition release
-real episodes (each s′ the next row's s), which some users' tools expect.
+bootstraps V(s′) reads its value where it was never fitted. On PointMaze learnt from scratch, rollouts of 100 steps
+raised IQL from 0.39-0.42 to 0.66-0.72 of real on two releases (docs/transfer.md, seventh round); on the locomotion
+transfer proxies, chains of 5 steps did not help (sixth round) but chains of 100 raised IQL on every release measured
+and lowered TD3+BC on Hopper, +0.06 on average by a rule written before the runs (seventh round). So rollouts of 100
+steps are part of both defaults (:data:`privsynth.release.postprocess.SCRATCH_MAZE_DEFAULT`,
+:data:`~privsynth.release.postprocess.LOCOMOTION_DEFAULT`). The step also gives a transition release real episodes
+(each s′ the next row's s), which some users' tools expect.
 
 :func:`chain_rollouts` turns the rows into short episodes of the public simulator: the first ⌈n/H⌉ rows (or more,
 where chains end early) each start a chain; a chain's first step is the row itself, and each next action is the
@@ -42,7 +43,7 @@ from privsynth.errors import InvalidData, PrivacyError
 __all__ = ["CHAIN_HORIZON", "chain_rollouts"]
 
 # Steps per chain, chosen on the PointMaze proxy learnt from scratch (docs/transfer.md, seventh round: 5, 20 and 100
-# measured, 100 best); on locomotion only 5 was measured (sixth round), where rollouts are not a default
+# measured, 100 best); on locomotion 5 (sixth round) and 100 (seventh round: the rule that made it a default there)
 CHAIN_HORIZON = 100
 
 
