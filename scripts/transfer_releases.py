@@ -1,4 +1,4 @@
-"""Gap closed over several releases at the shipped default (issue 37): one table per body, agent, ε and repair.
+"""Gap closed over several releases at the shipped default (issue 37): one row per body, agent, ε and post-processing.
 
 The committed transfer suites (``evaluation/suites/transfer_*.yaml``) ran one release per row at the schedule of
 their day. This script collects, from ``evaluation/results/transfer_study/studies.jsonl``, every row that was made
@@ -6,11 +6,11 @@ at a default configuration for locomotion (150 DP epochs, every parameter, the r
 the DP action relabel at ``share`` 0.1, each its own synthesizer seed, from the suite's pre-trained checkpoint) and
 puts them next to the suites' real-data and public-alone cells. Two post-processings count:
 
-* ``repair+rollout`` (today's default, round 8): the simulator repair, then rollouts of 100 steps. Its rows are
-  route rows whose post-processing rolled out at a horizon of 100, and rows re-read from a saved default release
-  with ``--schedule chain=100`` (``rows_from``): the route applies the same ``chain_rollouts`` to the same repaired
-  rows, so the two are the same release;
-* ``repair`` (the default of rounds 4-7): the simulator repair alone, route rows without rollouts.
+* ``repair`` (today's default, since round 4): the simulator repair alone, route rows without rollouts;
+* ``repair+rollout`` (the ``rollout`` option, measured against the default in round 8): the repair, then rollouts
+  of 100 steps. Its rows are route rows whose post-processing rolled out at a horizon of 100, and rows re-read from
+  a saved default release with ``--schedule chain=100`` (``rows_from``): the route applies the same
+  ``chain_rollouts`` to the same repaired rows, so the two are the same release.
 
 Outputs:
 
@@ -20,7 +20,7 @@ Outputs:
 * ``gap.md``: per body, agent, ε and post-processing, each release's mean, the mean over releases and the share of
   the public-to-real gap closed, with a percentile bootstrap that resamples *releases* (each the mean of its agent
   seeds), so the interval shows how much one release differs from the next, which the suites' per-seed intervals
-  cannot;
+  cannot; then the two post-processings on the releases measured both ways (paired);
 * ``gap.png``: the same figures as dots, one per release.
 
 Rows made for a diagnosis (other ``rows_from`` schedules, ``chain`` at other horizons, ``edge``, ``beta``, other
@@ -50,8 +50,8 @@ OUT = ROOT / "evaluation/results/transfer_releases"
 # keys a default-configuration schedule may carry (the seed is the release's; pair only adds a no-relabel twin)
 DEFAULT_KEYS = {"epochs", "seed", "route", "share", "pair"}
 COLUMNS = ["env", "synthesizer", "epsilon", "agent", "release_seed", "seed", "final_score", "round", "postprocess"]
-DEFAULT, REPAIR = "repair+rollout", "repair"  # today's default; the default of rounds 4-7
-HORIZON = 100  # the rollouts' horizon of the default (privsynth.release.rollout.CHAIN_HORIZON)
+DEFAULT, ROLLOUT = "repair", "repair+rollout"  # today's default; with the rollout option
+HORIZON = 100  # the rollouts' horizon (privsynth.release.rollout.CHAIN_HORIZON)
 
 
 def is_default(line: dict) -> bool:
@@ -81,14 +81,14 @@ def configuration(line: dict, lines: list[dict]) -> tuple[str, dict] | None:
     if is_default(line):
         horizon = (line.get("postprocess") or {}).get("chain_horizon")
         if horizon is None:
-            return REPAIR, line
-        return (DEFAULT, line) if horizon == HORIZON else None
+            return DEFAULT, line
+        return (ROLLOUT, line) if horizon == HORIZON else None
     if line.get("rows_from") and line.get("schedule") == {"chain": float(HORIZON)} and "variant" not in line:
         env, sched = _saved_schedule(line["rows_from"])
         sources = [x for x in lines if is_default(x) and x["env"] == env and x["schedule"] == sched
                    and "chain_horizon" not in (x.get("postprocess") or {})]
         if len(sources) == 1:
-            return DEFAULT, sources[0]
+            return ROLLOUT, sources[0]
     return None
 
 
@@ -143,9 +143,9 @@ def table(rows: list[dict]) -> tuple[str, list[dict]]:
     lines = ["## Gap closed over several releases at the default (locomotion transfer proxies, issue 37)", "",
              "Made by `python scripts/transfer_releases.py` from `evaluation/results/transfer_study/studies.jsonl` "
              "(rows at a default: 150 DP epochs, every parameter, release route with repairs and the DP action "
-             f"relabel) and the suites' real and public-alone cells. `{DEFAULT}`: today's default (the repair, then "
-             f"rollouts of {HORIZON} steps); `{REPAIR}`: the default of rounds 4-7 (the repair alone), on the same "
-             "releases where both were measured. Each release: its own synthesizer seed, 50k rows, 3 agent seeds, "
+             f"relabel) and the suites' real and public-alone cells. `{DEFAULT}`: today's default (the simulator "
+             f"repair); `{ROLLOUT}`: the same releases with the `rollout` option (rollouts of {HORIZON} steps after "
+             "the repair). Each release: its own synthesizer seed, 50k rows, 3 agent seeds, "
              "20k updates; interval: percentile bootstrap over releases (95%).", "",
              "| body | agent | ε | post-processing | real | public alone | releases | each release's gap closed "
              "(seed: value) | mean over releases | gap closed [95% over releases] |",
@@ -159,7 +159,24 @@ def table(rows: list[dict]) -> tuple[str, list[dict]]:
         lines.append(f"| {f['env']} | {f['agent']} | {f['epsilon']:g} | {f['postprocess']} | {f['real']:.1f} | "
                      f"{f['public']:.1f} | "
                      f"{len(f['releases'])} | {each} | {f['mean']:.1f} | {closed} |")
+    lines += paired(figures)
     return "\n".join(lines) + "\n", figures
+
+
+def paired(figures: list[dict]) -> list[str]:
+    """Markdown lines comparing the rollout option with today's default on the releases measured both ways."""
+    out = ["", f"### `{ROLLOUT}` against `{DEFAULT}` on the same releases", "",
+           f"| body | agent | ε | releases in both | gap closed, {DEFAULT} | gap closed, {ROLLOUT} | change |",
+           "|---|---|---|---|---|---|---|"]
+    by_key = {(f["env"], f["agent"], f["epsilon"], f["postprocess"]): f["per_release_gap"] for f in figures}
+    for (env, agent, eps, post), new in by_key.items():
+        old = by_key.get((env, agent, eps, DEFAULT))
+        both = sorted(set(new) & set(old or {}))
+        if post != ROLLOUT or not both or any(new[s] is None or old[s] is None for s in both):
+            continue
+        a, b = float(np.mean([old[s] for s in both])), float(np.mean([new[s] for s in both]))
+        out.append(f"| {env} | {agent} | {eps:g} | {len(both)} | {a:.2f} | {b:.2f} | {b - a:+.2f} |")
+    return out
 
 
 def plot(figures: list[dict], path: pathlib.Path) -> None:
@@ -182,7 +199,7 @@ def plot(figures: list[dict], path: pathlib.Path) -> None:
     ax.axhline(0.0, color="grey", lw=0.8)
     ax.set_xticks(range(len(figures)), labels, fontsize=6)
     ax.set_ylabel("share of gap closed")
-    ax.set_title(f"Each release (dots; blue: today's default, {DEFAULT}; grey: {REPAIR} alone) and their mean (bar)",
+    ax.set_title(f"Each release (dots; blue: today's default, {DEFAULT}; grey: with {ROLLOUT}) and their mean (bar)",
                  fontsize=9)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()

@@ -19,8 +19,8 @@ noise: the no-DP control), real=1 (agents on the sensitive set itself: the real 
 model alone, the control row), post=N (post-processing, free under DP): 1 actions clipped, s', reward and terminal
 recomputed by the public simulator from each (s, a); 2 only the terminal flag recomputed from each row's own s' by
 the environment's rule; 3 as 2, and rows starting in a state the environment ends episodes in dropped; 4 = 1 and 3
-(the repair of `release.synthesize` on locomotion since round 4, its default with chain=100 since round 8;
-without post=N the rows stay as sampled); chain=H
+(the default repair of `release.synthesize` on locomotion since round 4; without post=N the rows stay as
+sampled); chain=H
 (after post=N, or on a saved release that was re-simulated) continues the rows as H-step simulator rollouts
 (the `rollout` post-processing step, privsynth.release.rollout; free; with mix=F only the first share F of the
 rows, the rest kept as they were: a diagnosis); edge=X (a diagnosis, before post=N) moves
@@ -155,10 +155,8 @@ def main() -> None:
         if sched.get("post"):  # free: a function of the rows and the public environment only
             from privsynth.release.postprocess import postprocess, step_options
 
-            from privsynth.release.postprocess import LOCOMOTION_REPAIR
-
             steps = {1: "clip,resimulate,reward", 2: "terminal", 3: "terminal,healthy",
-                     4: LOCOMOTION_REPAIR}[int(sched["post"])]  # post=4: the repair (the default before rollouts)
+                     4: "clip,resimulate,reward,terminal,healthy"}[int(sched["post"])]  # 4: the locomotion default
             rows, stats = postprocess(rows, environment=sens.info, **step_options(steps))
             post = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
         if sched.get("chain"):  # free: rows continued as simulator rollouts (privsynth.release.rollout)

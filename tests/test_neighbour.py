@@ -140,27 +140,25 @@ def _sens_hopper() -> OfflineDataset:
 
 def _privorl_n_locomotion_default(sens: OfflineDataset, tmp: Path) -> dict:
     """A MuJoCo locomotion release with no post-processing asked for and a policy share: the DP action relabel (a
-    DP-SGD behaviour policy on the ledger, normalised by the release's own rows), the default simulator repair
-    (s′, reward and flags from the public simulator, rows starting fallen dropped and topped up) and the default
-    rollouts (round 8) are functions of DP outputs and the environment only; its stats (rows drawn, drops, where
-    chains fall) are DP outputs."""
+    DP-SGD behaviour policy on the ledger, normalised by the release's own rows) and the default simulator repair
+    (s′, reward and flags from the public simulator, rows starting fallen dropped and topped up) are functions of DP
+    outputs and the environment only; its stats (rows drawn, drops) are DP outputs."""
     from privsynth.release import synthesize
     from test_postprocess import _hopper_rollout
     from test_transition_synth import tiny_config
 
     res = synthesize(sens, public=[_hopper_rollout(300, seed=2)], epsilon=5.0, delta=1e-3, n=64, config=tiny_config(),
                      out_dataset="privsynth/neighbour-hopper-v0", overwrite=True, progress=False, policy_share=0.1)
-    steps = res.dataset.info.extra["postprocess"]["steps"]
-    assert steps["resimulate"] and steps["rollout"]  # the default applied
+    assert res.dataset.info.extra["postprocess"]["steps"]["resimulate"]  # the default applied
     assert res.dataset.info.extra["policy_relabel"]["epsilon"] > 0  # and the DP action relabel before it
     return {"release": minari_metadata("privsynth/neighbour-hopper-v0"), "card": res.dataset.info.privacy_card,
             "info": res.dataset.info.to_dict()}
 
 
 def _privorl_n_locomotion_rollout(sens: OfflineDataset, tmp: Path) -> dict:
-    """The default simulator repair and rollouts with no DP action relabel: the rows continued as simulator
-    rollouts under a policy fitted on the release's own rows are a function of DP outputs and the environment only;
-    the episodes' count and lengths (where chains fall) are DP outputs."""
+    """The default simulator repair plus the ``rollout`` step: the rows continued as simulator rollouts under a
+    policy fitted on the release's own rows are a function of DP outputs and the environment only; the episodes'
+    count and lengths (where chains fall) are DP outputs."""
     from privsynth.release import synthesize
     from privsynth.release.postprocess import LOCOMOTION_DEFAULT
     from test_postprocess import _hopper_rollout
@@ -168,7 +166,7 @@ def _privorl_n_locomotion_rollout(sens: OfflineDataset, tmp: Path) -> dict:
 
     res = synthesize(sens, public=[_hopper_rollout(300, seed=2)], epsilon=5.0, delta=1e-3, n=64, config=tiny_config(),
                      out_dataset="privsynth/neighbour-hopper-rollout-v0", overwrite=True, progress=False,
-                     postprocess=LOCOMOTION_DEFAULT, policy_share=0)
+                     postprocess=LOCOMOTION_DEFAULT + ",rollout", policy_share=0)
     assert res.dataset.info.extra["postprocess"]["steps"]["rollout"]
     return {"release": minari_metadata("privsynth/neighbour-hopper-rollout-v0"),
             "card": res.dataset.info.privacy_card, "info": res.dataset.info.to_dict()}
@@ -275,12 +273,12 @@ def _paths() -> list[ReleasingPath]:
     paths.append(ReleasingPath("release privorl-n pointmaze map filter topped up", _privorl_n_postprocessed,
                                _sens_pointmaze, _SAMPLE + _DESCRIPTION + ("*postprocess*",), slow=True,
                                count_mentions_ok=("rows",)))  # the public pre-training set has 300 rows too
-    for name, run in (("release privorl-n hopper default: relabel, repair and rollouts",
-                       _privorl_n_locomotion_default),
-                      ("release privorl-n hopper repair and rollouts without relabel",
-                       _privorl_n_locomotion_rollout)):
-        paths.append(ReleasingPath(name, run, _sens_hopper, _SAMPLE + _DESCRIPTION + _EPISODES + ("*postprocess*",),
-                                   slow=True, count_mentions_ok=("rows",)))
+    paths.append(ReleasingPath("release privorl-n hopper default simulator repair", _privorl_n_locomotion_default,
+                               _sens_hopper, _SAMPLE + _DESCRIPTION + ("*postprocess*",), slow=True,
+                               count_mentions_ok=("rows",)))
+    paths.append(ReleasingPath("release privorl-n hopper repair and rollouts", _privorl_n_locomotion_rollout,
+                               _sens_hopper, _SAMPLE + _DESCRIPTION + _EPISODES + ("*postprocess*",), slow=True,
+                               count_mentions_ok=("rows",)))
     paths.append(ReleasingPath("release privorl-n pointmaze from scratch default", _privorl_n_maze_from_scratch,
                                _sens_pointmaze, _SAMPLE + _DESCRIPTION + _EPISODES + (
                                    "*postprocess*", "*.rows", "*normalizer.mean.*", "*normalizer.std.*",

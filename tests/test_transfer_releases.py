@@ -52,9 +52,9 @@ def test_gap_over_releases_uses_release_means(tmp_path):
     assert "| hopper | iql | 10 | repair | 60.0 | 0.0 | 2 |" in md
 
 
-def test_rolled_out_rows_are_todays_default_under_their_release():
-    """Route rows that rolled out at 100 steps, and a saved default release re-read with chain=100, count as
-    today's default, under the release's own seed and ε; other horizons and non-default sources do not."""
+def test_rolled_out_rows_count_as_the_rollout_option_under_their_release():
+    """Route rows that rolled out at 100 steps, and a saved default release re-read with chain=100, count as the
+    rollout option, under the release's own seed and ε; other horizons and non-default sources do not."""
     m = _script()
     src = {"env": "hopper", "epsilon": 1.0, "schedule": {"epochs": 150.0, "seed": 9.0, "route": 1.0, "share": 0.1},
            "policy": {"m": 1}, "postprocess": {"rows_kept": 5}}
@@ -62,9 +62,9 @@ def test_rolled_out_rows_are_todays_default_under_their_release():
     reread = {"env": "hopper", "epsilon": 10.0, "rows_from": "hopper_20000_epochs150_seed9_route1_share0.1",
               "schedule": {"chain": 100.0}, "policy": {}}
     lines = [src, rolled, reread]
-    assert m.configuration(src, lines) == (m.REPAIR, src)
-    assert m.configuration(rolled, lines) == (m.DEFAULT, rolled)
-    assert m.configuration(reread, lines) == (m.DEFAULT, src)  # the source's seed 9 and ε = 1
+    assert m.configuration(src, lines) == (m.DEFAULT, src)
+    assert m.configuration(rolled, lines) == (m.ROLLOUT, rolled)
+    assert m.configuration(reread, lines) == (m.ROLLOUT, src)  # the source's seed 9 and ε = 1
     assert m.configuration({**rolled, "postprocess": {"chain_horizon": 5}}, lines) is None
     assert m.configuration({**reread, "schedule": {"chain": 5.0}}, lines) is None
     assert m.configuration({**reread, "rows_from": reread["rows_from"] + "_norelabel"}, lines) is None
@@ -73,3 +73,13 @@ def test_rolled_out_rows_are_todays_default_under_their_release():
 
 def test_committed_table_is_up_to_date():
     assert _script().main(["--check"]) == 0
+
+
+def test_paired_change_uses_releases_measured_both_ways():
+    m = _script()
+    figures = [{"env": "hopper", "agent": "iql", "epsilon": 10.0, "postprocess": m.ROLLOUT,
+                "per_release_gap": {5: 0.5, 7: 0.7}},
+               {"env": "hopper", "agent": "iql", "epsilon": 10.0, "postprocess": m.DEFAULT,
+                "per_release_gap": {5: 0.1, 6: 0.9, 7: 0.3}}]
+    (row,) = [line for line in m.paired(figures) if line.startswith("| hopper")]
+    assert row == "| hopper | iql | 10 | 2 | 0.20 | 0.60 | +0.40 |"  # seed 6 only one way: left out

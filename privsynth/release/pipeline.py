@@ -119,10 +119,10 @@ def synthesize(
     * ``postprocess``: repair the sampled rows with the public environment before the release
       (:func:`privsynth.release.postprocess.postprocess`; free under DP, recorded in the privacy card); ``True`` for
       every step, or the steps to apply, e.g. ``"clip,reward"``; ``False`` none. The default ``"auto"`` applies
-      :data:`privsynth.release.postprocess.LOCOMOTION_DEFAULT` (the simulator repair, then rollouts of 100 steps)
-      to transition-unit row releases in a MuJoCo locomotion environment (chosen on the transfer proxies,
-      docs/transfer.md "Fourth round" and "Seventh round"), :data:`~privsynth.release.postprocess.SCRATCH_MAZE_DEFAULT`
-      to a PointMaze release learnt from scratch, and nothing elsewhere
+      :data:`privsynth.release.postprocess.LOCOMOTION_DEFAULT` (the simulator repair) to transition-unit row
+      releases in a MuJoCo locomotion environment (chosen on the transfer proxies, docs/transfer.md "Fourth round"
+      and "Eighth round"), :data:`~privsynth.release.postprocess.SCRATCH_MAZE_DEFAULT` (every repair, then rollouts)
+      to a PointMaze release learnt from scratch ("Seventh round"), and nothing elsewhere
       (:func:`~privsynth.release.postprocess.default_steps`). With ``topup`` (default) a step that drops rows is
       made up for by more draws from the same released model, so the release still holds ``n`` rows
       (:func:`privsynth.release.postprocess.topped_up`; free under DP too); ``topup=False`` keeps what is left.
