@@ -42,6 +42,8 @@ import sys
 
 import numpy as np
 
+from privsynth.release.rollout import CHAIN_HORIZON
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 STUDIES = ROOT / "evaluation/results/transfer_study/studies.jsonl"
 SUITES = {"walker2d": ROOT / "evaluation/results/transfer_walker2d/tables/transfer_walker2d_gap.cells.csv",
@@ -51,7 +53,6 @@ OUT = ROOT / "evaluation/results/transfer_releases"
 DEFAULT_KEYS = {"epochs", "seed", "route", "share", "pair"}
 COLUMNS = ["env", "synthesizer", "epsilon", "agent", "release_seed", "seed", "final_score", "round", "postprocess"]
 DEFAULT, ROLLOUT = "repair", "repair+rollout"  # today's default; with the rollout option
-HORIZON = 100  # the rollouts' horizon (privsynth.release.rollout.CHAIN_HORIZON)
 
 
 def is_default(line: dict) -> bool:
@@ -64,7 +65,8 @@ def is_default(line: dict) -> bool:
 
 
 def _saved_schedule(name: str) -> tuple[str, dict[str, float]]:
-    """The body and schedule a saved release's file name records (``hopper_20000_epochs150_seed7_route1_share0.1``)."""
+    """The body and schedule a saved release's file name records (``hopper_20000_epochs150_seed7_route1_share0.1``;
+    the inverse of the label ``scripts/transfer_study.py --save`` writes)."""
     env, _steps, *parts = name.split("_")
     sched = {}
     for part in parts:
@@ -77,13 +79,13 @@ def _saved_schedule(name: str) -> tuple[str, dict[str, float]]:
 
 def configuration(line: dict, lines: list[dict]) -> tuple[str, dict] | None:
     """``(post-processing, the release's own line)`` for a row at a default configuration, else None: a route row
-    (rolled out at :data:`HORIZON` or not), or a saved default release re-read and rolled out at :data:`HORIZON`."""
+    (rolled out at ``CHAIN_HORIZON`` or not), or a saved default release re-read and rolled out at that horizon."""
     if is_default(line):
         horizon = (line.get("postprocess") or {}).get("chain_horizon")
         if horizon is None:
             return DEFAULT, line
-        return (ROLLOUT, line) if horizon == HORIZON else None
-    if line.get("rows_from") and line.get("schedule") == {"chain": float(HORIZON)} and "variant" not in line:
+        return (ROLLOUT, line) if horizon == CHAIN_HORIZON else None
+    if line.get("rows_from") and line.get("schedule") == {"chain": float(CHAIN_HORIZON)} and "variant" not in line:
         env, sched = _saved_schedule(line["rows_from"])
         sources = [x for x in lines if is_default(x) and x["env"] == env and x["schedule"] == sched
                    and "chain_horizon" not in (x.get("postprocess") or {})]
@@ -101,10 +103,8 @@ def cells(studies: pathlib.Path = STUDIES, suites: dict[str, pathlib.Path] = SUI
                 real = row["synthesizer"] == "real"
                 if real or (row["epsilon"] != "" and float(row["epsilon"]) == 0.0):  # real data, public alone
                     out.append({"env": env, "synthesizer": row["synthesizer"], "epsilon": "" if real else 0.0,
-                                "agent": row["agent"],
-                                "release_seed": "", "seed": int(row["seed"]),
-                                "final_score": round(float(row["final_score"]), 2), "round": "",
-                                "postprocess": ""})
+                                "agent": row["agent"], "release_seed": "", "seed": int(row["seed"]),
+                                "final_score": round(float(row["final_score"]), 2), "round": "", "postprocess": ""})
     lines = [json.loads(text) for text in studies.read_text().splitlines()]
     for line in lines:
         found = configuration(line, lines)
@@ -144,9 +144,9 @@ def table(rows: list[dict]) -> tuple[str, list[dict]]:
              "Made by `python scripts/transfer_releases.py` from `evaluation/results/transfer_study/studies.jsonl` "
              "(rows at a default: 150 DP epochs, every parameter, release route with repairs and the DP action "
              f"relabel) and the suites' real and public-alone cells. `{DEFAULT}`: today's default (the simulator "
-             f"repair); `{ROLLOUT}`: the same releases with the `rollout` option (rollouts of {HORIZON} steps after "
-             "the repair). Each release: its own synthesizer seed, 50k rows, 3 agent seeds, "
-             "20k updates; interval: percentile bootstrap over releases (95%).", "",
+             f"repair); `{ROLLOUT}`: the same releases with the `rollout` option (rollouts of {CHAIN_HORIZON} steps "
+             "after the repair). Each release: its own synthesizer seed, 50k rows, 3 agent seeds, 20k updates; "
+             "interval: percentile bootstrap over releases (95%).", "",
              "| body | agent | ε | post-processing | real | public alone | releases | each release's gap closed "
              "(seed: value) | mean over releases | gap closed [95% over releases] |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -157,8 +157,7 @@ def table(rows: list[dict]) -> tuple[str, list[dict]]:
                   else f"**{g.point:.2f}** [{g.low:.2f}, {g.high:.2f}]" if len(f["releases"]) > 1
                   else f"{g.point:.2f} (one release)")
         lines.append(f"| {f['env']} | {f['agent']} | {f['epsilon']:g} | {f['postprocess']} | {f['real']:.1f} | "
-                     f"{f['public']:.1f} | "
-                     f"{len(f['releases'])} | {each} | {f['mean']:.1f} | {closed} |")
+                     f"{f['public']:.1f} | {len(f['releases'])} | {each} | {f['mean']:.1f} | {closed} |")
     lines += paired(figures)
     return "\n".join(lines) + "\n", figures
 

@@ -20,11 +20,11 @@ model alone, the control row), post=N (post-processing, free under DP): 1 action
 recomputed by the public simulator from each (s, a); 2 only the terminal flag recomputed from each row's own s' by
 the environment's rule; 3 as 2, and rows starting in a state the environment ends episodes in dropped; 4 = 1 and 3
 (the default repair of `release.synthesize` on locomotion since round 4; without post=N the rows stay as
-sampled); chain=H
-(after post=N, or on a saved release that was re-simulated) continues the rows as H-step simulator rollouts
-(the `rollout` post-processing step, privsynth.release.rollout; free; with mix=F only the first share F of the
-rows, the rest kept as they were: a diagnosis); edge=X (a diagnosis, before post=N) moves
-actions at the box edge (|a| >= 1) to ±X; beta=B (a diagnosis) trains IQL with that AWR inverse temperature instead of CORL's 3.
+sampled); chain=H (after post=N, or on a saved release that was re-simulated) continues the rows as H-step
+simulator rollouts (the `rollout` post-processing step, privsynth.release.rollout; free; with mix=F only the first
+share F of the rows, the rest kept as they were: a diagnosis); edge=X (a diagnosis, before post=N) moves actions at
+the box edge (|a| >= 1) to ±X; beta=B (a diagnosis) trains IQL with that AWR inverse temperature instead of
+CORL's 3.
 
 --rows-from reads the rows an earlier run wrote with --save instead of a new fine-tune, so post=N measures
 post-processing on that very release (paired); --diagnose records each row's data checks (--no-agents: only them). The pre-trained
@@ -153,10 +153,10 @@ def main() -> None:
             at_edge = np.abs(act) >= 1.0
             rows = dc.replace(rows, actions=np.where(at_edge, np.sign(act) * sched["edge"], act).astype(act.dtype))
         if sched.get("post"):  # free: a function of the rows and the public environment only
-            from privsynth.release.postprocess import postprocess, step_options
+            from privsynth.release.postprocess import LOCOMOTION_DEFAULT, postprocess, step_options
 
             steps = {1: "clip,resimulate,reward", 2: "terminal", 3: "terminal,healthy",
-                     4: "clip,resimulate,reward,terminal,healthy"}[int(sched["post"])]  # 4: the locomotion default
+                     4: LOCOMOTION_DEFAULT}[int(sched["post"])]
             rows, stats = postprocess(rows, environment=sens.info, **step_options(steps))
             post = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
         if sched.get("chain"):  # free: rows continued as simulator rollouts (privsynth.release.rollout)

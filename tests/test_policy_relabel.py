@@ -106,7 +106,8 @@ def test_the_default_share_applies_where_rows_are_resimulated_only():
     assert resolve_policy_share("auto", steps=LOCOMOTION_DEFAULT, unit="transition", n=100) == POLICY_SHARE
     assert resolve_policy_share(SHARE, steps=LOCOMOTION_DEFAULT, unit="transition", n=100) == SHARE
     assert resolve_policy_share("auto", steps=None, unit="transition", n=100) == 0.0  # PointMaze, own data
-    assert resolve_policy_share("auto", steps="all", unit="transition", n=100, repaired_by_default=False) == 0.0  # asked
+    assert resolve_policy_share("auto", steps="all", unit="transition", n=100,
+                                repaired_by_default=False) == 0.0  # asked
     assert resolve_policy_share("auto", steps="terminal,healthy", unit="transition", n=100) == 0.0
     assert resolve_policy_share("auto", steps=LOCOMOTION_DEFAULT, unit="trajectory", n=100) == 0.0
     assert resolve_policy_share("auto", steps=LOCOMOTION_DEFAULT, unit="transition", n=0) == 0.0

@@ -69,7 +69,8 @@ LOCOMOTION_DEFAULT = "clip,resimulate,reward,terminal,healthy"
 # What a PointMaze release learnt from scratch (no public data and nothing pre-trained: public facts) gets: every
 # repair of rows, then rollouts of the release's own policy (issue 37, docs/transfer.md "Seventh round": on the UMaze
 # proxy without public data rollouts of 100 steps raised IQL from 0.39-0.42 to 0.66-0.72 of real on the rule's two
-# releases, and a release made by this default scored 0.81). A release with public data keeps its rows as sampled (UMaze with public data cannot choose).
+# releases, and a release made by this default scored 0.81). A release with public data keeps its rows as sampled
+# (UMaze with public data cannot choose).
 SCRATCH_MAZE_DEFAULT = "clip,resimulate,reward,walls,goals,terminal,rollout"
 
 
