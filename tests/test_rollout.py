@@ -68,6 +68,24 @@ def test_chains_are_a_function_of_the_release_and_the_seed(release):
     assert not np.array_equal(a.actions, c.actions)
 
 
+def test_rows_that_are_episodes_start_chains_all_over_the_release():
+    """A trajectory release's rows come in episode order: the chains start at rows spread over its episodes (a
+    seeded order), not at its first rows only, which would roll out its first few episodes and nothing else."""
+    from privsynth.release.rollout import chain_rollouts
+
+    rows = _hopper_rollout(200, seed=4)  # whole episodes in order, as a trajectory release is
+    assert len(np.unique(rows.episode_ids)) < rows.n_transitions
+    out, stats = chain_rollouts(rows, horizon=10, seed=0)
+    ep = out.episode_ids
+    firsts = np.flatnonzero(np.append(True, ep[1:] != ep[:-1]))
+    # where each chain's first state sits in the input rows
+    where = [int(np.flatnonzero((rows.observations == out.observations[i]).all(axis=1))[0]) for i in firsts]
+    assert max(where) > rows.n_transitions // 2  # not only the release's first rows
+    assert len(set(where)) == len(where)
+    again, _ = chain_rollouts(rows, horizon=10, seed=0)
+    np.testing.assert_array_equal(again.observations, out.observations)  # a function of rows and seed
+
+
 def test_chain_refuses_sensitive_rows_other_environments_and_unsimulated_rows(release):
     from privsynth.release.postprocess import check_supported, postprocess
     from privsynth.release.rollout import chain_rollouts

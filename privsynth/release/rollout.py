@@ -14,7 +14,8 @@ transition release real episodes (each s′ the next row's s), which some users'
 as those episodes is about a quarter of the size on disk of one episode per row (eighth round).
 
 :func:`chain_rollouts` turns the rows into short episodes of the public simulator: the first ⌈n/H⌉ rows (or more,
-where chains end early) each start a chain; a chain's first step is the row itself, and each next action is the
+where chains end early; rows that are whole episodes already, as a trajectory release's, in a seeded random order) each
+start a chain; a chain's first step is the row itself, and each next action is the
 release's own policy at the new state plus a residual drawn from the release's own residuals,
 ã = π̂(s) + (a_j − π̂(s_j)) for a random row j, clipped to the action box; the simulator gives s′, reward and
 termination; a chain ends after ``horizon`` steps (a truncation) or where the environment terminates. The output has
@@ -75,10 +76,11 @@ def chain_rollouts(rows: OfflineDataset, *, horizon: int = CHAIN_HORIZON, seed: 
         residuals = rows.actions.astype(np.float64) - policy.act(rows.observations.astype(np.float32))
         low, high = policy.low.numpy().astype(np.float64), policy.high.numpy().astype(np.float64)
         rng = np.random.default_rng(seed)
+        order = _start_order(rows, rng)
         pieces, made, start = [], 0, 0
         while made < n:
             k = min(-(-(n - made) // horizon), n - start)  # enough chains if none ends early
-            part = _chains(step, policy, residuals, low, high, rng, rows, np.arange(start, start + k), horizon)
+            part = _chains(step, policy, residuals, low, high, rng, rows, order[start:start + k], horizon)
             pieces.append(part)
             made += len(part["obs"])
             start += k
@@ -106,6 +108,17 @@ def chain_rollouts(rows: OfflineDataset, *, horizon: int = CHAIN_HORIZON, seed: 
         rewards=out["rew"].astype(rows.rewards.dtype), next_observations=out["next"].astype(dtype),
         terminals=out["terminal"].astype(rows.terminals.dtype), timeouts=timeouts.astype(rows.timeouts.dtype),
         episode_ids=out["episode"].astype(rows.episode_ids.dtype), info=info), stats
+
+
+def _start_order(rows: OfflineDataset, rng: np.random.Generator) -> np.ndarray:
+    """The order in which rows start chains. Rows released one per episode are independent draws of the model and
+    keep their order; rows that already form episodes (a trajectory release: PrivORL-j's stitched trajectories) are
+    taken in a seeded random order, so that the chains start all over the release rather than in its first
+    episodes only."""
+    n = rows.n_transitions
+    if len(np.unique(rows.episode_ids)) == n:
+        return np.arange(n)
+    return rng.permutation(n)
 
 
 def _stepper(adapter: Any, env_id: str | None) -> "Step":

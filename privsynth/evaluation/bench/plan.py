@@ -132,13 +132,19 @@ def current_records(suite: Suite) -> dict[str, list[CellRecord]]:
 
 def records_for(suite: Suite, spec: dict[str, Any]) -> list[CellRecord]:
     """Current records a table or plot ``spec`` selects (by ``stage`` and/or ``kind``, and ``where``: params equal
-    to the given values, e.g. ``where: {synthesizer: privorl-n}``)."""
+    to the given values, e.g. ``where: {synthesizer: privorl-n}``; a list value also keeps a param equal to any of
+    its items, ``null`` for a param the cell does not have: ``where: {release: [null, public, all-100]}``)."""
     if suite.current is None:
         suite.current = current_records(suite)
     where = spec.get("where") or {}
     return [r for name, recs in suite.current.items() for r in recs
             if (spec.get("stage") in (None, name)) and (spec.get("kind") in (None, r.kind))
-            and all(r.params.get(k) == v for k, v in where.items())]
+            and all(_matches(r.params.get(k), v) for k, v in where.items())]
+
+
+def _matches(value: Any, wanted: Any) -> bool:
+    """``where``'s test of one param: equal, or (``wanted`` a list) equal to one of its items."""
+    return value == wanted or (isinstance(wanted, list) and any(value == w for w in wanted))
 
 
 def selections(suite: Suite, specs: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], list[CellRecord]]]:
