@@ -144,10 +144,17 @@ def cpu_config(backbone: str = "transformer") -> TrajSynthConfig:
     # 10 epochs.
     epochs = 100.0 if backbone == "transformer" else 10.0
     cfg.pretrain = TrainConfig(epochs=epochs, batch_size=64, lr=1e-3, ema_every=1, ema_decay=0.999)
-    cfg.finetune = TrainConfig(epochs=10.0, batch_size=32, lr=5e-4, ema_every=1, ema_decay=0.99)
-    # DP fine-tuning of biases and normalisation parameters only: on the public umaze_mirror proxy (3 seeds, eps = 10,
-    # scripts/utility_study.py --configs j_default,j_biasnorm) IQL 12.5 vs 7.6 for all parameters, TD3+BC 1.7 vs 1.7
-    cfg.dp = TrajDPConfig(batch_size=32, fragments_per_trajectory=4, trainable="bias_norm")
+    # DP fine-tuning, transformer: every parameter for 100 epochs (750 DP steps on umaze's 239 trajectories), chosen
+    # for transfer on a task whose public data lack the sensitive behaviour (issue 37; docs/transfer.md, ninth round:
+    # evaluation/suites/transfer_privorl_j.yaml, umaze sensitive, the other mazes public, eps = 10). Gap closed as
+    # sampled, IQL / TD3+BC: -0.16 / -0.15 against -0.46 / -0.32 for biases and norms at 10 epochs (the earlier
+    # default, chosen on umaze_mirror, whose public data already hold umaze's behaviour, so it cannot choose). Neither
+    # closes any of the gap there. The U-Net and DP-Transformer backbones were not screened and keep the earlier
+    # default: biases and norms, 10 epochs.
+    screened = backbone == "transformer"
+    cfg.finetune = TrainConfig(epochs=100.0 if screened else 10.0, batch_size=32, lr=5e-4, ema_every=1,
+                               ema_decay=0.99)
+    cfg.dp = TrajDPConfig(batch_size=32, fragments_per_trajectory=4, trainable="all" if screened else "bias_norm")
     return cfg
 
 
