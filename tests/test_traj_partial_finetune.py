@@ -44,3 +44,15 @@ def test_an_unknown_trainable_setting_is_refused_before_any_step():
     with pytest.raises(InvalidData, match="'all' or 'bias_norm'"):
         s.finetune(sens, 3.0, 1e-3, progress=False)
     assert s.ledger is None or s.ledger.epsilon() == 0.0  # nothing was spent
+
+
+def test_cpu_preset_fine_tunes_what_the_transfer_suite_chose():
+    """PrivORL-j's cpu preset DP fine-tunes every parameter for 100 epochs (docs/transfer.md, ninth round:
+    transfer_privorl_j.yaml chose it over biases and norms for 10); the unscreened backbones keep the earlier preset."""
+    from privsynth.synth.trajectory.config import cpu_config
+
+    cfg = cpu_config()
+    assert (cfg.dp.trainable, cfg.finetune.epochs, cfg.dp.batch_size) == ("all", 100.0, 32)
+    for backbone in ("unet", "dp-transformer"):
+        other = cpu_config(backbone)
+        assert (other.dp.trainable, other.finetune.epochs) == ("bias_norm", 10.0)
