@@ -156,18 +156,20 @@ def _privorl_n_locomotion_default(sens: OfflineDataset, tmp: Path) -> dict:
 
 
 def _privorl_n_locomotion_rollout(sens: OfflineDataset, tmp: Path) -> dict:
-    """The default simulator repair plus the ``rollout`` step: the rows continued as simulator rollouts under a
-    policy fitted on the release's own rows are a function of DP outputs and the environment only; the episodes'
-    count and lengths (where chains fall) are DP outputs."""
+    """The locomotion default at ε ≤ 1 (nothing asked for): the DP action relabel, the simulator repair and the
+    ``rollout`` step. The rows continued as simulator rollouts under a policy fitted on the release's own rows are a
+    function of DP outputs and the environment only; the episodes' count and lengths (where chains fall) are DP
+    outputs."""
     from privsynth.release import synthesize
-    from privsynth.release.postprocess import LOCOMOTION_DEFAULT
+    from privsynth.release.postprocess import LOW_EPSILON
     from test_postprocess import _hopper_rollout
     from test_transition_synth import tiny_config
 
-    res = synthesize(sens, public=[_hopper_rollout(300, seed=2)], epsilon=5.0, delta=1e-3, n=64, config=tiny_config(),
-                     out_dataset="privsynth/neighbour-hopper-rollout-v0", overwrite=True, progress=False,
-                     postprocess=LOCOMOTION_DEFAULT + ",rollout", policy_share=0)
-    assert res.dataset.info.extra["postprocess"]["steps"]["rollout"]
+    res = synthesize(sens, public=[_hopper_rollout(300, seed=2)], epsilon=LOW_EPSILON, delta=1e-3, n=64,
+                     config=tiny_config(), out_dataset="privsynth/neighbour-hopper-rollout-v0", overwrite=True,
+                     progress=False)
+    assert res.dataset.info.extra["postprocess"]["steps"]["rollout"]  # the default at this budget
+    assert res.dataset.info.extra["policy_relabel"]["epsilon"] > 0
     return {"release": minari_metadata("privsynth/neighbour-hopper-rollout-v0"),
             "card": res.dataset.info.privacy_card, "info": res.dataset.info.to_dict()}
 
@@ -276,7 +278,8 @@ def _paths() -> list[ReleasingPath]:
     paths.append(ReleasingPath("release privorl-n hopper default simulator repair", _privorl_n_locomotion_default,
                                _sens_hopper, _SAMPLE + _DESCRIPTION + ("*postprocess*",), slow=True,
                                count_mentions_ok=("rows",)))
-    paths.append(ReleasingPath("release privorl-n hopper repair and rollouts", _privorl_n_locomotion_rollout,
+    paths.append(ReleasingPath("release privorl-n hopper default at eps <= 1: repair and rollouts",
+                               _privorl_n_locomotion_rollout,
                                _sens_hopper, _SAMPLE + _DESCRIPTION + _EPISODES + ("*postprocess*",), slow=True,
                                count_mentions_ok=("rows",)))
     paths.append(ReleasingPath("release privorl-n pointmaze from scratch default", _privorl_n_maze_from_scratch,

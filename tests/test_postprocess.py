@@ -358,6 +358,14 @@ def test_auto_repairs_locomotion_releases_only(sparse):
 
     assert default_steps(sparse.info, from_scratch=True) == SCRATCH_MAZE_DEFAULT
     assert default_steps(hopper, from_scratch=True) == LOCOMOTION_DEFAULT
+    # at eps <= 1 (a public fact) a locomotion release is rolled out too; above it, the repair alone
+    from privsynth.release.postprocess import LOW_EPSILON
+
+    assert default_steps(hopper, epsilon=LOW_EPSILON) == LOCOMOTION_DEFAULT + ",rollout"
+    assert default_steps(hopper, epsilon=0.5) == LOCOMOTION_DEFAULT + ",rollout"
+    assert default_steps(hopper, epsilon=LOW_EPSILON * 1.01) == LOCOMOTION_DEFAULT
+    assert default_steps(hopper, epsilon=10.0) == LOCOMOTION_DEFAULT
+    assert default_steps(sparse.info, epsilon=0.5) is None  # PointMaze with public data: unchanged
     assert default_steps(DatasetInfo(name="own"), from_scratch=True) is None
     scratch = step_options(SCRATCH_MAZE_DEFAULT)
     assert scratch["rollout"] and scratch["drop_in_walls"] and not scratch["drop_terminated_starts"]

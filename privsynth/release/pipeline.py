@@ -198,7 +198,7 @@ def synthesize(
     from privsynth.release.relabel import resolve_policy_share
 
     # public facts: the environment's simulator (one environment made) and whether anything public is learnt from
-    env_default = default_steps(sens.info, from_scratch=not public_list and pretrained is None)
+    env_default = default_steps(sens.info, from_scratch=not public_list and pretrained is None, epsilon=epsilon)
     postprocess = _check_postprocess(sens.info, postprocess, unit=unit, episodes=episodes, auto=env_default)
     policy_epsilon = epsilon * resolve_policy_share(policy_share, steps=postprocess, unit=unit, n=n,
                                                     repaired_by_default=env_default is not None)

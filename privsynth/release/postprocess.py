@@ -50,7 +50,7 @@ from privsynth.errors import InvalidData, PrivacyError, PrivsynthError
 from privsynth.release.rollout import chain_rollouts
 
 __all__ = ["postprocess", "step_options", "check_supported", "topped_up", "draw_seed", "default_steps", "STEPS",
-           "SUPPORTED", "LOCOMOTION_DEFAULT", "SCRATCH_MAZE_DEFAULT"]
+           "SUPPORTED", "LOCOMOTION_DEFAULT", "SCRATCH_MAZE_DEFAULT", "LOW_EPSILON"]
 
 SUPPORTED = "PointMaze (gymnasium-robotics, sparse or dense reward) and MuJoCo locomotion (gymnasium, qpos[k:] | qvel)"
 _CHANGED = 1e-6  # a recomputed value differing by more than this counts as changed
@@ -72,13 +72,18 @@ LOCOMOTION_DEFAULT = "clip,resimulate,reward,terminal,healthy"
 # releases, and a release made by this default scored 0.81). A release with public data keeps its rows as sampled
 # (UMaze with public data cannot choose).
 SCRATCH_MAZE_DEFAULT = "clip,resimulate,reward,walls,goals,terminal,rollout"
+# At a budget of LOW_EPSILON or less (epsilon is public), a locomotion release is also rolled out by default
+# (LOCOMOTION_DEFAULT + ",rollout"): on fresh eps = 1 releases the rollouts closed more of the gap than the repair
+# alone over the three rows (docs/transfer.md, "Ninth round", a rule written before those releases were made)
+LOW_EPSILON = 1.0
 
 
-def default_steps(info: DatasetInfo, *, from_scratch: bool = False) -> str | None:
+def default_steps(info: DatasetInfo, *, from_scratch: bool = False, epsilon: float | None = None) -> str | None:
     """The steps of ``postprocess="auto"`` for a release in ``info``'s environment: :data:`LOCOMOTION_DEFAULT` for a
-    MuJoCo locomotion environment whose state the observation fixes, :data:`SCRATCH_MAZE_DEFAULT` for PointMaze when
-    the model learns ``from_scratch`` (no public data, nothing pre-trained), None (no post-processing) for any other,
-    including data without an environment. Reads the environment's id and simulator only."""
+    MuJoCo locomotion environment whose state the observation fixes (with ``rollout`` when the release's ``epsilon``
+    is at most :data:`LOW_EPSILON`), :data:`SCRATCH_MAZE_DEFAULT` for PointMaze when the model learns
+    ``from_scratch`` (no public data, nothing pre-trained), None (no post-processing) for any other, including data
+    without an environment. Reads the environment's id and simulator and the budget only (public facts)."""
     if not info.env_id:
         return None
     from privsynth.data.env_adapters import simulator_kind
@@ -88,7 +93,8 @@ def default_steps(info: DatasetInfo, *, from_scratch: bool = False) -> str | Non
     try:
         kind = simulator_kind(env)
         if kind == "mujoco":
-            return LOCOMOTION_DEFAULT
+            low = epsilon is not None and epsilon <= LOW_EPSILON
+            return LOCOMOTION_DEFAULT + ",rollout" if low else LOCOMOTION_DEFAULT
         return SCRATCH_MAZE_DEFAULT if kind == "pointmaze" and from_scratch else None
     finally:
         env.close()
