@@ -6,8 +6,9 @@ at a default configuration for locomotion (150 DP epochs, every parameter, the r
 the DP action relabel at ``share`` 0.1, each its own synthesizer seed, from the suite's pre-trained checkpoint) and
 puts them next to the suites' real-data and public-alone cells. Two post-processings count:
 
-* ``repair`` (today's default, since round 4): the simulator repair alone, route rows without rollouts;
-* ``repair+rollout`` (the ``rollout`` option, measured against the default in round 8): the repair, then rollouts
+* ``repair`` (the default above ε = 1, since round 4): the simulator repair alone, route rows without rollouts;
+* ``repair+rollout`` (the default at ε ≤ 1 since round 9, an option above it; measured against the repair alone
+  since round 8): the repair, then rollouts
   of 100 steps. Its rows are route rows whose post-processing rolled out at a horizon of 100, and rows re-read from
   a saved default release with ``--schedule chain=100`` (``rows_from``): the route applies the same
   ``chain_rollouts`` to the same repaired rows, so the two are the same release.
@@ -52,7 +53,7 @@ OUT = ROOT / "evaluation/results/transfer_releases"
 # keys a default-configuration schedule may carry (the seed is the release's; pair only adds a no-relabel twin)
 DEFAULT_KEYS = {"epochs", "seed", "route", "share", "pair"}
 COLUMNS = ["env", "synthesizer", "epsilon", "agent", "release_seed", "seed", "final_score", "round", "postprocess"]
-DEFAULT, ROLLOUT = "repair", "repair+rollout"  # today's default; with the rollout option
+DEFAULT, ROLLOUT = "repair", "repair+rollout"  # the default above eps = 1; at eps <= 1 (and an option above)
 
 
 def is_default(line: dict) -> bool:
@@ -143,9 +144,9 @@ def table(rows: list[dict]) -> tuple[str, list[dict]]:
     lines = ["## Gap closed over several releases at the default (locomotion transfer proxies, issue 37)", "",
              "Made by `python scripts/transfer_releases.py` from `evaluation/results/transfer_study/studies.jsonl` "
              "(rows at a default: 150 DP epochs, every parameter, release route with repairs and the DP action "
-             f"relabel) and the suites' real and public-alone cells. `{DEFAULT}`: today's default (the simulator "
-             f"repair); `{ROLLOUT}`: the same releases with the `rollout` option (rollouts of {CHAIN_HORIZON} steps "
-             "after the repair). Each release: its own synthesizer seed, 50k rows, 3 agent seeds, 20k updates; "
+             f"relabel) and the suites' real and public-alone cells. `{DEFAULT}`: the simulator repair (the default "
+             f"above ε = 1); `{ROLLOUT}`: the same releases with rollouts of {CHAIN_HORIZON} steps after the repair "
+             "(the default at ε ≤ 1 since the ninth round, an option above). Each release: its own synthesizer seed, 50k rows, 3 agent seeds, 20k updates; "
              "interval: percentile bootstrap over releases (95%).", "",
              "| body | agent | ε | post-processing | real | public alone | releases | each release's gap closed "
              "(seed: value) | mean over releases | gap closed [95% over releases] |",
@@ -163,7 +164,7 @@ def table(rows: list[dict]) -> tuple[str, list[dict]]:
 
 
 def paired(figures: list[dict]) -> list[str]:
-    """Markdown lines comparing the rollout option with today's default on the releases measured both ways."""
+    """Markdown lines comparing the rollout option with the repair alone on the releases measured both ways."""
     out = ["", f"### `{ROLLOUT}` against `{DEFAULT}` on the same releases", "",
            f"| body | agent | ε | releases in both | gap closed, {DEFAULT} | gap closed, {ROLLOUT} | change |",
            "|---|---|---|---|---|---|---|"]
@@ -198,8 +199,8 @@ def plot(figures: list[dict], path: pathlib.Path) -> None:
     ax.axhline(0.0, color="grey", lw=0.8)
     ax.set_xticks(range(len(figures)), labels, fontsize=6)
     ax.set_ylabel("share of gap closed")
-    ax.set_title(f"Each release (dots; blue: today's default, {DEFAULT}; grey: with {ROLLOUT}) and their mean (bar)",
-                 fontsize=9)
+    ax.set_title(f"Each release (dots; blue: {DEFAULT}, the default above ε = 1; grey: {ROLLOUT}, the default at "
+                 f"ε ≤ 1) and their mean (bar)", fontsize=9)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -121,7 +121,8 @@ def synthesize(
       every step, or the steps to apply, e.g. ``"clip,reward"``; ``False`` none. The default ``"auto"`` applies
       :data:`privsynth.release.postprocess.LOCOMOTION_DEFAULT` (the simulator repair) to transition-unit row
       releases in a MuJoCo locomotion environment (chosen on the transfer proxies, docs/transfer.md "Fourth round"
-      and "Eighth round"), :data:`~privsynth.release.postprocess.SCRATCH_MAZE_DEFAULT` (every repair, then rollouts)
+      and "Eighth round"; with ``rollout`` at ``epsilon`` <= :data:`~privsynth.release.postprocess.LOW_EPSILON`,
+      "Ninth round"), :data:`~privsynth.release.postprocess.SCRATCH_MAZE_DEFAULT` (every repair, then rollouts)
       to a PointMaze release learnt from scratch ("Seventh round"), and nothing elsewhere
       (:func:`~privsynth.release.postprocess.default_steps`). With ``topup`` (default) a step that drops rows is
       made up for by more draws from the same released model, so the release still holds ``n`` rows
