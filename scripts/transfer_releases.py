@@ -146,8 +146,8 @@ def table(rows: list[dict]) -> tuple[str, list[dict]]:
              "(rows at a default: 150 DP epochs, every parameter, release route with repairs and the DP action "
              f"relabel) and the suites' real and public-alone cells. `{DEFAULT}`: the simulator repair (the default "
              f"above ε = 1); `{ROLLOUT}`: the same releases with rollouts of {CHAIN_HORIZON} steps after the repair "
-             "(the default at ε ≤ 1 since the ninth round, an option above). Each release: its own synthesizer seed, 50k rows, 3 agent seeds, 20k updates; "
-             "interval: percentile bootstrap over releases (95%).", "",
+             "(the default at ε ≤ 1 since the ninth round, an option above). Each release: its own synthesizer "
+             "seed, 50k rows, 3 agent seeds, 20k updates; interval: percentile bootstrap over releases (95%).", "",
              "| body | agent | ε | post-processing | real | public alone | releases | each release's gap closed "
              "(seed: value) | mean over releases | gap closed [95% over releases] |",
              "|---|---|---|---|---|---|---|---|---|---|"]

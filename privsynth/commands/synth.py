@@ -101,8 +101,8 @@ def _add_postprocess(p: argparse.ArgumentParser, *, short: bool = False) -> None
                         "goals in walls dropped), terminal (flag from s'), healthy (rows from a fallen state dropped), "
                         "rollout (rows continued as simulator rollouts; by name only, not in all); "
                         "alone: all; none: off. synthesize's default: clip,resimulate,reward,terminal,healthy on "
-                        "MuJoCo locomotion (plus rollout at epsilon <= 1); every PointMaze repair plus rollout when nothing public is learnt from; "
-                        "none elsewhere")
+                        "MuJoCo locomotion (plus rollout at epsilon <= 1); every PointMaze repair plus rollout when "
+                        "nothing public is learnt from; none elsewhere")
     p.add_argument("--no-topup", dest="topup", action="store_false",
                    help="with --postprocess: keep only the rows left after dropping (default: sample more from the "
                         "same model until the requested number of rows is kept; free under DP)")

@@ -16,9 +16,9 @@ transition release real episodes (each s′ the next row's s), which some users'
 as those episodes is about a quarter of the size on disk of one episode per row (eighth round).
 
 :func:`chain_rollouts` turns the rows into short episodes of the public simulator: the first ⌈n/H⌉ rows (or more,
-where chains end early; rows that are whole episodes already, as a trajectory release's, in a seeded random order) each
-start a chain; a chain's first step is the row itself, and each next action is the
-release's own policy at the new state plus a residual drawn from the release's own residuals,
+where chains end early; rows that are whole episodes already, as a trajectory release's, in a seeded random order)
+each start a chain; a chain's first step is the row itself, and each next action is the release's own policy at the
+new state plus a residual drawn from the release's own residuals,
 ã = π̂(s) + (a_j − π̂(s_j)) for a random row j, clipped to the action box; the simulator gives s′, reward and
 termination; a chain ends after ``horizon`` steps (a truncation) or where the environment terminates. The output has
 as many rows as the input, in chain order, each a step of the environment, and each s′ but a chain's last is the
