@@ -186,6 +186,24 @@ def test_stale_tables_and_plots_are_removed(tmp_path, capsys):
     assert any("plot 'p' selects no current cells" in line for line in lines)
 
 
+def test_where_with_a_list_keeps_cells_equal_to_any_item_null_for_a_missing_param(tmp_path):
+    """``where: {synthesizer: [real, a]}`` keeps the real-data cells and synthesizer a's, not b's; ``null`` in the
+    list keeps the cells that lack the param (the transfer suites' gap tables: real, public alone and one release)."""
+    from privsynth.evaluation.bench.plan import records_for
+
+    suite = write_suite(tmp_path, ECHO, """
+    tables:
+      - {name: t, kind: echo, rows: [synthesizer], values: [final_score], where: {synthesizer: [real, a]}}
+    """)
+    run_suite(suite, progress=False, log=lambda _: None)
+    kept = {r.params["synthesizer"] for r in records_for(suite, {"where": {"synthesizer": ["real", "a"]}})}
+    assert kept == {"real", "a"}
+    assert {r.params["synthesizer"] for r in records_for(suite, {"where": {"release": [None]}})} == {"real", "a", "b"}
+    assert records_for(suite, {"where": {"release": ["x"]}}) == []
+    md = (suite.out / "tables" / "t.md").read_text()
+    assert "| a |" in md and "| real |" in md and "| b |" not in md
+
+
 # ---------------------------------------------------------------------------------------------- plots
 def test_privacy_utility_keeps_synthesizers_apart_and_draws_real_data_as_a_reference(tmp_path, monkeypatch, capsys):
     import matplotlib

@@ -377,6 +377,9 @@ def test_auto_repairs_locomotion_releases_only(sparse):
     with pytest.raises(PrivsynthError, match="no post-processing"):  # refused before any fine-tune, not after
         check_supported(DatasetInfo(name="a", env_id="Ant-v5"), "reward")
     assert _check_postprocess(hopper, "auto", unit="transition", episodes=None) == LOCOMOTION_DEFAULT
+    # every route resolves the same default for the same budget (the generic route passes its epsilon)
+    assert _check_postprocess(hopper, "auto", unit="transition", episodes=None, epsilon=1.0) == default_steps(
+        hopper, epsilon=1.0)
     assert _check_postprocess(hopper, "auto", unit="trajectory", episodes=None) is None
     assert _check_postprocess(hopper, "auto", unit="transition", episodes=5) is None
     assert _check_postprocess(hopper, False, unit="transition", episodes=None) is False

@@ -409,7 +409,7 @@ def _synthesize_registered(
     from privsynth.data.minari_io import check_env_spaces
 
     check_env_spaces(sens.info, sens.obs_dim, sens.act_dim)
-    postprocess = _check_postprocess(sens.info, postprocess, unit=unit, episodes=episodes)
+    postprocess = _check_postprocess(sens.info, postprocess, unit=unit, episodes=episodes, epsilon=epsilon)
     pubs = [as_dataset(p) for p in public_list]
     for pub in pubs:  # pre-training reads public data unaccounted: it must hold no sensitive record
         check_public(pub, sens)
@@ -528,9 +528,10 @@ def _draw_seed(synth: Any, i: int) -> int:
     return draw_seed(getattr(synth.config, "seed", 0), i)
 
 
-def _check_postprocess(info: Any, apply: Any, *, unit: str, episodes: int | None, auto: Any = "resolve") -> Any:
-    """The post-processing a release gets: ``"auto"`` resolved from the environment (public facts only; row releases
-    at the transition unit only: episodes keep their shape; ``auto``: the caller's
+def _check_postprocess(info: Any, apply: Any, *, unit: str, episodes: int | None, auto: Any = "resolve",
+                       epsilon: float | None = None) -> Any:
+    """The post-processing a release gets: ``"auto"`` resolved from the environment and the budget ``epsilon``
+    (public facts only; row releases at the transition unit only: episodes keep their shape; ``auto``: the caller's
     :func:`~privsynth.release.postprocess.default_steps` of ``info`` when it has it), anything else checked. An
     unsupported request fails here, before any training spends the budget."""
     from privsynth.release.postprocess import check_supported, default_steps
@@ -538,7 +539,7 @@ def _check_postprocess(info: Any, apply: Any, *, unit: str, episodes: int | None
     if apply == "auto":
         if unit != "transition" or episodes is not None:
             return None
-        return default_steps(info) if auto == "resolve" else auto
+        return default_steps(info, epsilon=epsilon) if auto == "resolve" else auto
     if apply:
         check_supported(info, apply)
     return apply

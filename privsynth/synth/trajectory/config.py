@@ -150,8 +150,8 @@ def cpu_config(backbone: str = "transformer") -> TrajSynthConfig:
     # sampled, IQL / TD3+BC: -0.16 / -0.15 against -0.46 / -0.32 for biases and norms at 10 epochs (the earlier
     # default, chosen on umaze_mirror, whose public data already hold umaze's behaviour, so it cannot choose). Neither
     # closes any of the gap there; on Table I's three releases the new preset gives IQL 25.9, TD3+BC 17.3 (15.7 / 17.2
-    # before). The U-Net and DP-Transformer backbones were not screened and keep the earlier
-    # default: biases and norms, 10 epochs.
+    # before). The U-Net and DP-Transformer backbones were not screened and keep the earlier default: biases and
+    # norms, 10 epochs.
     screened = backbone == "transformer"
     cfg.finetune = TrainConfig(epochs=100.0 if screened else 10.0, batch_size=32, lr=5e-4, ema_every=1,
                                ema_decay=0.99)
