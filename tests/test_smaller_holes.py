@@ -168,50 +168,64 @@ def test_release_path_refuses_a_checkpoint_pretrained_on_the_sensitive_data(sens
         synthesize(sens, pretrained="pointmaze-umaze", epsilon=5.0, delta=1e-3, n=8, progress=False)
 
 
+class _ProbeReached(Exception):
+    """Raised by :func:`_spy_on_filter_probe` where the route calls the up-front filter probe."""
+
+
+def _spy_on_filter_probe(monkeypatch) -> list[dict]:
+    """Replace the route's filter probe with one that records its arguments and stops the release there."""
+    from privsynth.release import salvage
+
+    calls: list[dict] = []
+
+    def spy(environment, steps, public, pretrained=None, **kw):
+        calls.append({"steps": steps, "public": list(public), "pretrained": pretrained})
+        raise _ProbeReached
+
+    monkeypatch.setattr(salvage, "check_filters_can_keep", spy)
+    return calls
+
+
 def test_from_scratch_filter_probe_samples_no_untrained_model(sens, monkeypatch):
     """With no public data and nothing pre-trained, the up-front filter probe used to sample the untrained network:
     its noise fell in the U-maze's walls for one seed in two and the release was refused (--seed 1, stop 47)."""
-    from privsynth.release import salvage
-
-    class Stop(Exception):
-        pass
-
-    seen = {}
-
-    def spy(environment, steps, public, pretrained=None, **kw):
-        seen.update(public=list(public), pretrained=pretrained)
-        raise Stop
-
-    monkeypatch.setattr(salvage, "check_filters_can_keep", spy)
-    with pytest.raises(Stop):
+    calls = _spy_on_filter_probe(monkeypatch)
+    with pytest.raises(_ProbeReached):
         synthesize(sens, epsilon=5.0, delta=1e-3, n=64, config=tiny_config(), progress=False, postprocess="all",
                    obs_bounds=(-5.3, 5.3), reward_bounds=(0.0, 1.0), out_dataset="pm-scratch")
-    assert seen == {"public": [], "pretrained": None}
+    assert [(c["public"], c["pretrained"]) for c in calls] == [([], None)]
+
+
+def test_filter_probe_samples_a_given_model_only_when_it_has_weights(sens, monkeypatch):
+    """The no-pre-training ablation gives the route a model holding public statistics and no weights; the up-front
+    filter probe sampled it and the release failed ("no weights yet"; the Hopper ablation suite, stop 50). A given
+    model with weights is still probed."""
+    calls = _spy_on_filter_probe(monkeypatch)
+    fresh = TransitionSynthesizer(tiny_config()).fit_public_stats([_maze("open", 5)])
+    assert not fresh.has_weights
+    with pytest.raises(_ProbeReached):
+        synthesize(sens, pretrained=fresh, epsilon=5.0, delta=1e-3, n=16, progress=False, postprocess="all")
+    assert calls[0]["pretrained"] is None
+    monkeypatch.setattr(TransitionSynthesizer, "has_weights", property(lambda self: True))
+    with pytest.raises(_ProbeReached):
+        synthesize(sens, pretrained=fresh, epsilon=5.0, delta=1e-3, n=16, progress=False, postprocess="all")
+    assert calls[1]["pretrained"] is fresh
 
 
 def test_from_scratch_maze_release_defaults_to_repairs_and_rollouts(sens, monkeypatch):
     """``postprocess="auto"`` without public data or a pre-trained model on PointMaze resolves to every repair plus
     rollouts (issue 37, seventh round); with public data it stays off (UMaze with public data cannot choose)."""
-    from privsynth.release import salvage
     from privsynth.release.postprocess import SCRATCH_MAZE_DEFAULT
 
-    class Stop(Exception):
-        pass
-
-    seen = []
-
-    def spy(environment, steps, public, pretrained=None, **kw):
-        seen.append(steps)
-        raise Stop
-
-    monkeypatch.setattr(salvage, "check_filters_can_keep", spy)
+    calls = _spy_on_filter_probe(monkeypatch)
     monkeypatch.setattr(TransitionSynthesizer, "pretrain", lambda self, *a, **k: None)
-    with pytest.raises(Stop):
+    with pytest.raises(_ProbeReached):
         synthesize(sens, epsilon=5.0, delta=1e-3, n=64, config=tiny_config(), progress=False,
                    obs_bounds=(-5.3, 5.3), reward_bounds=(0.0, 1.0), out_dataset="pm-scratch-auto")
-    assert seen == [SCRATCH_MAZE_DEFAULT]
+    assert [c["steps"] for c in calls] == [SCRATCH_MAZE_DEFAULT]
     _no_finetune(monkeypatch)
-    with pytest.raises((AssertionError, Stop)):  # with public data nothing is post-processed: no filter probe runs
+    # with public data nothing is post-processed: no filter probe runs
+    with pytest.raises((AssertionError, _ProbeReached)):
         synthesize(sens, public=[_maze("umaze", 5)], epsilon=5.0, delta=1e-3, n=64, config=tiny_config(),
                    progress=False, out_dataset="pm-public-auto")
-    assert seen == [SCRATCH_MAZE_DEFAULT]
+    assert [c["steps"] for c in calls] == [SCRATCH_MAZE_DEFAULT]

@@ -316,9 +316,10 @@ def synthesize(
         if postprocess:  # filters that keep no public row would refuse the release after the budget is spent
             from privsynth.release.salvage import check_filters_can_keep
 
-            # the model's samples only where it learnt something public (pre-trained on public data, or given one):
-            # an untrained from-scratch network samples noise, which the maze's walls may all reject by chance
-            learnt = pretrained is not None or (pretrain and bool(pubs))
+            # the model's samples only where it learnt something public (pre-trained on public data, or given one
+            # with weights): an untrained network samples noise, which the maze's walls may all reject by chance, and
+            # a given model with public statistics only (the no-pre-training ablation) has nothing to sample
+            learnt = (pretrained is not None and synth.has_weights) or (pretrain and bool(pubs))
             check_filters_can_keep(sens.info, postprocess, pubs, synth if not dp_norm and learnt else None)
         t0 = time.perf_counter()
         record_dp_request(synth.config, epsilon, delta, unit)

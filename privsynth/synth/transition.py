@@ -193,6 +193,12 @@ class TransitionSynthesizer(NetworkSynthesizer):
         """The EMA EDM model: what is sampled, released and attacked."""
         return super().released
 
+    @property
+    def has_weights(self) -> bool:
+        """True once pre-trained, fine-tuned or loaded; False while it holds public statistics only (the
+        no-pre-training ablation's model before its fine-tune)."""
+        return self.ema is not None
+
     # ------------------------------------------------------------------------------------------- MIA adapter
     @torch.no_grad()
     def denoise(self, x_norm: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
