@@ -83,7 +83,7 @@ _DESCRIPTION = ("release.description", "release.files.data/metadata.json.descrip
 
 
 def _privorl_n(unit: str, dp_normalizer: bool = False, next_state: str = "absolute", trainable: str = "all",
-               layout: str = "transitions", warm_start: float = 0.0):
+               layout: str = "transitions", warm_start: float = 0.0, finecur: bool = False):
     def run(sens: OfflineDataset, tmp: Path) -> dict:
         import dataclasses
 
@@ -99,8 +99,12 @@ def _privorl_n(unit: str, dp_normalizer: bool = False, next_state: str = "absolu
             extra = dict(public=[public_data()])
         cfg = tiny_config(next_state=next_state)
         cfg.dp.trainable = trainable  # type: ignore[assignment]
+        cfg.finetune_curiosity = finecur  # FineCur: top-novelty synthetic rows mixed into each unit's loss
+        if finecur:
+            cfg.curiosity.refresh_every = 2  # so that the pool of novel rows is refreshed within the tiny run
         res = synthesize(sens, epsilon=5.0, delta=1e-3, unit=unit, n=128, config=cfg,
                          out_dataset="privsynth/neighbour-v0", overwrite=True, progress=False, layout=layout, **extra)
+        assert res.synthesizer.history[-1]["finetune_curiosity"] is finecur  # the mixer ran (or did not)
         return {"release": minari_metadata("privsynth/neighbour-v0"), "card": res.dataset.info.privacy_card,
                 "info": res.dataset.info.to_dict(), "checkpoint": res.synthesizer.state()}
     return run
@@ -594,6 +598,8 @@ def _cli_paths() -> list[ReleasingPath]:
                       _sens_transitions, _SAMPLE + _DESCRIPTION + ("*.rows",), slow=True),
         ReleasingPath("release privorl-n dp.trainable bias_norm", _privorl_n("transition", trainable="bias_norm"),
                       _sens_transitions, _SAMPLE + _DESCRIPTION + ("*.rows",), slow=True),
+        ReleasingPath("release privorl-n FineCur (curiosity during the DP fine-tune)",
+                      _privorl_n("transition", finecur=True), _sens_transitions, _SAMPLE + _DESCRIPTION + ("*.rows",), slow=True),
         ReleasingPath("release privorl-n dp.trainable lora", _privorl_n("transition", trainable="lora"),
                       _sens_transitions, _SAMPLE + _DESCRIPTION + ("*.rows",), slow=True),
         ReleasingPath("bench synthesize cell privorl-n (no pre-training)", _cell("privorl-n", pretrain="none"),
