@@ -9,7 +9,8 @@ kind (20k updates, batched) and print the share of the public-to-real gap closed
 
 Schedule keys: epochs, lr, batch (DP fine-tune), clip (max_grad_norm), ema (EMA decay), mult (noise multiplicity K:
 diffusion-noise draws per record averaged inside its one clipped gradient, DPDM), lora (rank R of low-rank
-adapters plus biases and norms instead of every parameter: dp.trainable = "lora"), pol=E (a DP behaviour policy at
+adapters plus biases and norms instead of every parameter: dp.trainable = "lora"), finecur=0/1 (curiosity during the
+DP fine-tune, FineCur; else the checkpoint's setting), pol=E (a DP behaviour policy at
 ε = E relabels the actions before post=N: privsynth.synth.dp_policy; polmode=1 replaces them, else the residual
 around the release's own policy is kept; polepochs), route=1 (the release exactly as `privsynth synthesize` makes
 it: the default post-processing and DP action relabel, one budget; share=S sets the relabel's share of epsilon;
@@ -61,7 +62,7 @@ def main() -> None:
     ap.add_argument("--public", type=float, action="append", required=True,
                     help="public-alone final score per --agent (agent_public)")
     ap.add_argument("--schedule", action="append", default=[],
-                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,mult=K][,lora=R][,pol=E][,polmode=1][,route=1[,share=S][,pair=1]][,seed=S][,rows=R][,dp=0][,real=1][,post=1][,chain=H][,edge=X][,beta=B][,ft=0] (repeatable)")
+                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,mult=K][,lora=R][,finecur=1][,pol=E][,polmode=1][,route=1[,share=S][,pair=1]][,seed=S][,rows=R][,dp=0][,real=1][,post=1][,chain=H][,edge=X][,beta=B][,ft=0] (repeatable)")
     ap.add_argument("--sensitive-steps", type=int, default=20_000,
                     help="size of the sensitive set (the suites use 20k; a larger one tests how N changes the cost of DP)")
     ap.add_argument("--epsilon", type=float, default=10.0)
@@ -98,6 +99,7 @@ def main() -> None:
         cfg.dp.noise_multiplicity = int(sched.get("mult", cfg.dp.noise_multiplicity))
         cfg.finetune.ema_decay = sched.get("ema", cfg.finetune.ema_decay)
         cfg.private = bool(sched.get("dp", 1.0))
+        cfg.finetune_curiosity = bool(sched.get("finecur", cfg.finetune_curiosity))  # FineCur (curiosity in the fine-tune)
         seed = int(sched.get("seed", 0))
         cfg.seed = seed
         t0 = time.time()

@@ -304,3 +304,15 @@ def test_partial_dp_finetune_moves_only_the_chosen_parameters(pretrained, tmp_pa
         assert p.requires_grad  # restored after fine-tuning
     assert synth.history[-1]["trainable"] == trainable
     assert synth.card()["config"]["dp"]["trainable"] == trainable
+
+
+def test_cpu_preset_fine_tunes_with_curiosity_and_the_demo_does_not():
+    """FineCur is the cpu default since the tenth transfer round (issue 37: 0.50 of the Hopper proxy's gap against
+    0.33); the demo keeps it off for its time, and a model learnt from scratch has no public model to be curious
+    from (privsynth.synth.scratch)."""
+    from privsynth.synth.config import demo_config
+    from privsynth.synth.scratch import scratch_config
+
+    assert cpu_config().finetune_curiosity is True
+    assert demo_config().finetune_curiosity is False
+    assert scratch_config(cpu_config()).finetune_curiosity is False

@@ -80,6 +80,12 @@ class ResidualMLPDenoiser(nn.Module):
     def n_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
+    @property
+    def foldable(self) -> bool:
+        """False while low-rank adapters wrap its layers (a LoRA fine-tune drawing FineCur pools): sampled through
+        the module itself then."""
+        return all(type(m) is nn.Linear for m in (self.inp, self.proj, self.out, *(b.linear for b in self.blocks)))
+
     @torch.no_grad()
     def folded(self) -> "FoldedDenoiser":
         """The sampling forward for the current weights (see the module docstring)."""

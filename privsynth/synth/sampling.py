@@ -55,9 +55,9 @@ def make_dpm_scheduler(edm: EDM, steps: int, order: int = 2):
 
 def sampling_net(edm: EDM) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """The network as a sampler calls it: the folded one-noise-level forward where the denoiser has one
-    (:meth:`~privsynth.synth.denoiser.ResidualMLPDenoiser.folded`), else the module itself."""
+    (:meth:`~privsynth.synth.denoiser.ResidualMLPDenoiser.folded`) and can fold (no adapters), else the module."""
     folded = getattr(edm.net, "folded", None)
-    return folded() if callable(folded) else edm.net
+    return folded() if callable(folded) and getattr(edm.net, "foldable", True) else edm.net
 
 
 @torch.no_grad()
