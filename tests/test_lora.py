@@ -132,3 +132,23 @@ def test_lora_without_pretrained_weights_trains_every_parameter():
     synth.fit_public_stats([public_data()])  # the DPDM ablation: a normaliser, no trained weights
     synth.finetune(sensitive_data(), EPS, DELTA, progress=False)
     assert synth.history[-1]["trainable"] == "all"
+
+
+def test_a_denoiser_with_adapters_samples_unfolded_and_folds_again_once_merged(pretrained):
+    """FineCur draws pools during the DP fine-tune; with adapters attached the folded sampler read weights the
+    adapters do not have ('LoRALinear' has no 'weight'). Such a network is sampled as a module, and the same function
+    folds again after the merge."""
+    from privsynth.synth.sampling import sampling_net
+
+    edm = copy.deepcopy(pretrained.model)
+    x, c = torch.randn(6, edm.net.proj.in_features), torch.full((6,), 0.3)
+    assert edm.net.foldable and sampling_net(edm) is not edm.net
+    params = lora.attach(edm.net, rank=2)
+    with torch.no_grad():
+        for p in params:
+            p.normal_(std=0.1)
+    assert not edm.net.foldable and sampling_net(edm) is edm.net
+    y = edm.net(x, c).detach()
+    lora.merge(edm.net)
+    assert edm.net.foldable
+    assert torch.allclose(sampling_net(edm)(x, c), y, atol=1e-5)
