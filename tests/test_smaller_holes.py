@@ -202,11 +202,11 @@ def test_filter_probe_samples_a_given_model_only_when_it_has_weights(sens, monke
     model with weights is still probed."""
     calls = _spy_on_filter_probe(monkeypatch)
     fresh = TransitionSynthesizer(tiny_config()).fit_public_stats([_maze("open", 5)])
-    assert not fresh.has_weights
+    assert not fresh.has_trained_weights()
     with pytest.raises(_ProbeReached):
         synthesize(sens, pretrained=fresh, epsilon=5.0, delta=1e-3, n=16, progress=False, postprocess="all")
     assert calls[0]["pretrained"] is None
-    monkeypatch.setattr(TransitionSynthesizer, "has_weights", property(lambda self: True))
+    monkeypatch.setattr(TransitionSynthesizer, "has_trained_weights", lambda self: True)
     with pytest.raises(_ProbeReached):
         synthesize(sens, pretrained=fresh, epsilon=5.0, delta=1e-3, n=16, progress=False, postprocess="all")
     assert calls[1]["pretrained"] is fresh

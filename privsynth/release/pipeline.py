@@ -319,7 +319,7 @@ def synthesize(
             # the model's samples only where it learnt something public (pre-trained on public data, or given one
             # with weights): an untrained network samples noise, which the maze's walls may all reject by chance, and
             # a given model with public statistics only (the no-pre-training ablation) has nothing to sample
-            learnt = (pretrained is not None and synth.has_weights) or (pretrain and bool(pubs))
+            learnt = (pretrained is not None and synth.has_trained_weights()) or (pretrain and bool(pubs))
             check_filters_can_keep(sens.info, postprocess, pubs, synth if not dp_norm and learnt else None)
         t0 = time.perf_counter()
         record_dp_request(synth.config, epsilon, delta, unit)

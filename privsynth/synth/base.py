@@ -214,7 +214,7 @@ class NetworkSynthesizer(Synthesizer):
         self.obs_dim, self.act_dim = obs_dim, act_dim
         self.template = dataclasses.replace(template, sensitive=False, privacy_card=None, extra={}, name="template")
 
-    def _has_trained_weights(self) -> bool:
+    def has_trained_weights(self) -> bool:
         """Whether the network went through a training phase (pre-training or an earlier fine-tune)."""
         return any(h.get("phase") in ("pretrain", "finetune") for h in getattr(self, "history", []))
 
@@ -226,7 +226,7 @@ class NetworkSynthesizer(Synthesizer):
         allowed = ["'all'", "'bias_norm'"] + ["'head'"] * (head is not None) + ["'lora'"] * (adapters is not None)
         if f"'{trainable}'" not in allowed:
             raise InvalidData(f"unknown trainable setting '{trainable}': choose {', '.join(allowed[:-1])} or {allowed[-1]}")
-        if trainable == "all" or not self._has_trained_weights():
+        if trainable == "all" or not self.has_trained_weights():
             return "all", []
         if trainable in ("bias_norm", "lora"):
             keep = {id(p) for name, p in module.named_parameters()

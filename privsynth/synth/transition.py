@@ -193,12 +193,6 @@ class TransitionSynthesizer(NetworkSynthesizer):
         """The EMA EDM model: what is sampled, released and attacked."""
         return super().released
 
-    @property
-    def has_weights(self) -> bool:
-        """True once pre-trained, fine-tuned or loaded; False while it holds public statistics only (the
-        no-pre-training ablation's model before its fine-tune)."""
-        return self.ema is not None
-
     # ------------------------------------------------------------------------------------------- MIA adapter
     @torch.no_grad()
     def denoise(self, x_norm: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
@@ -466,7 +460,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
         head = (net.blocks[-1], net.out_norm, net.out)
         adapters: list[Any] = []
         try:
-            if dpc.trainable == "lora" and self._has_trained_weights():  # adapters in the model and its EMA copy
+            if dpc.trainable == "lora" and self.has_trained_weights():  # adapters in the model and its EMA copy
                 from privsynth.synth import lora
 
                 adapters = lora.attach(net, dpc.lora_rank)
