@@ -13,11 +13,15 @@ puts them next to the suites' real-data and public-alone cells. Two post-process
   a saved default release with ``--schedule chain=100`` (``rows_from``): the route applies the same
   ``chain_rollouts`` to the same repaired rows, so the two are the same release.
 
+Two fine-tunes count, each its own row: ``dp`` (no curiosity in the DP fine-tune, the default to round 10) and
+``dp+finecur`` (``finecur=1``: FineCur, the ``cpu`` default since). A saved default release given its agents later
+(``--rows-from REL.npz --schedule seed=S[,finecur=1]``, its own seed and fine-tune) counts as that release.
+
 Outputs:
 
 * ``evaluation/results/transfer_releases/cells.csv``: one line per agent run (``synthesizer``, ``epsilon`` (0 = the
   public model alone, empty = real data), ``agent``, ``release_seed``, ``seed``, ``final_score``, ``env``, ``round``,
-  ``postprocess``);
+  ``postprocess``, ``finetune``);
 * ``gap.md``: per body, agent, ε and post-processing, each release's mean, the mean over releases and the share of
   the public-to-real gap closed, with a percentile bootstrap that resamples *releases* (each the mean of its agent
   seeds), so the interval shows how much one release differs from the next, which the suites' per-seed intervals
@@ -51,18 +55,30 @@ SUITES = {"walker2d": ROOT / "evaluation/results/transfer_walker2d/tables/transf
           "hopper": ROOT / "evaluation/results/transfer_hopper/tables/transfer_hopper_gap.cells.csv"}
 OUT = ROOT / "evaluation/results/transfer_releases"
 # keys a default-configuration schedule may carry (the seed is the release's; pair only adds a no-relabel twin)
-DEFAULT_KEYS = {"epochs", "seed", "route", "share", "pair"}
-COLUMNS = ["env", "synthesizer", "epsilon", "agent", "release_seed", "seed", "final_score", "round", "postprocess"]
+DEFAULT_KEYS = {"epochs", "seed", "route", "share", "pair", "finecur"}
+COLUMNS = ["env", "synthesizer", "epsilon", "agent", "release_seed", "seed", "final_score", "round", "postprocess",
+           "finetune"]
 DEFAULT, ROLLOUT = "repair", "repair+rollout"  # the default above eps = 1; at eps <= 1 (and an option above)
+PLAIN, FINECUR = "dp", "dp+finecur"  # the DP fine-tune without curiosity (to round 10), with it (the default since)
 
 
 def is_default(line: dict) -> bool:
     """True for a study row made through the release route at a default configuration (module docstring), rolled
     out or not."""
-    s = line.get("schedule") or {}
-    return (not line.get("rows_from") and "variant" not in line and set(s) <= DEFAULT_KEYS
-            and s.get("route") == 1 and s.get("epochs") == 150 and s.get("share", 0.1) == 0.1
-            and "seed" in s and bool(line.get("policy")))
+    return (not line.get("rows_from") and "variant" not in line and default_schedule(line.get("schedule") or {})
+            and bool(line.get("policy")))
+
+
+def default_schedule(s: dict[str, float]) -> bool:
+    """True for a schedule at a default configuration: the release route, 150 DP epochs, relabel share 0.1, a
+    synthesizer seed, with or without FineCur (``finecur=1``)."""
+    return (set(s) <= DEFAULT_KEYS and s.get("route") == 1 and s.get("epochs") == 150 and s.get("share", 0.1) == 0.1
+            and "seed" in s and s.get("finecur", 1.0) == 1.0)
+
+
+def finetune(schedule: dict[str, float]) -> str:
+    """The fine-tune a default release had: with curiosity (FineCur) or without."""
+    return FINECUR if schedule.get("finecur") == 1.0 else PLAIN
 
 
 def _saved_schedule(name: str) -> tuple[str, dict[str, float]]:
@@ -80,18 +96,35 @@ def _saved_schedule(name: str) -> tuple[str, dict[str, float]]:
 
 def configuration(line: dict, lines: list[dict]) -> tuple[str, dict] | None:
     """``(post-processing, the release's own line)`` for a row at a default configuration, else None: a route row
-    (rolled out at ``CHAIN_HORIZON`` or not), or a saved default release re-read and rolled out at that horizon."""
+    (rolled out at ``CHAIN_HORIZON`` or not), a saved default release re-read and rolled out at that horizon, or a
+    saved default release re-read as it was (its schedule only its ``seed`` and ``finecur``: agents given later).
+
+    A release re-read as it was whose own line is not in the studies (its run stopped after ``--save``) stands for itself:
+    its seed and FineCur from the file name, its ε the budget the re-read line records (the release's own)."""
     if is_default(line):
         horizon = (line.get("postprocess") or {}).get("chain_horizon")
         if horizon is None:
             return DEFAULT, line
         return (ROLLOUT, line) if horizon == CHAIN_HORIZON else None
-    if line.get("rows_from") and line.get("schedule") == {"chain": float(CHAIN_HORIZON)} and "variant" not in line:
-        env, sched = _saved_schedule(line["rows_from"])
-        sources = [x for x in lines if is_default(x) and x["env"] == env and x["schedule"] == sched
-                   and "chain_horizon" not in (x.get("postprocess") or {})]
-        if len(sources) == 1:
-            return ROLLOUT, sources[0]
+    sched_here = line.get("schedule") or {}
+    if not line.get("rows_from") or "variant" in line:
+        return None
+    if sched_here == {"chain": float(CHAIN_HORIZON)}:
+        post = ROLLOUT
+    elif sched_here and set(sched_here) <= {"seed", "finecur"}:
+        post = DEFAULT
+    else:
+        return None
+    env, sched = _saved_schedule(line["rows_from"])
+    if post == DEFAULT and (sched.get("seed") != sched_here.get("seed")
+                            or sched.get("finecur") != sched_here.get("finecur")):
+        return None  # the re-read line must name the saved release's own seed and fine-tune
+    sources = [x for x in lines if is_default(x) and x["env"] == env and x["schedule"] == sched
+               and "chain_horizon" not in (x.get("postprocess") or {})]
+    if len(sources) == 1:
+        return post, sources[0]
+    if post == DEFAULT and not sources and default_schedule(sched) and isinstance(line.get("epsilon"), (int, float)):
+        return post, {"env": env, "epsilon": float(line["epsilon"]), "schedule": sched}
     return None
 
 
@@ -105,7 +138,8 @@ def cells(studies: pathlib.Path = STUDIES, suites: dict[str, pathlib.Path] = SUI
                 if real or (row["epsilon"] != "" and float(row["epsilon"]) == 0.0):  # real data, public alone
                     out.append({"env": env, "synthesizer": row["synthesizer"], "epsilon": "" if real else 0.0,
                                 "agent": row["agent"], "release_seed": "", "seed": int(row["seed"]),
-                                "final_score": round(float(row["final_score"]), 2), "round": "", "postprocess": ""})
+                                "final_score": round(float(row["final_score"]), 2), "round": "", "postprocess": "",
+                                "finetune": ""})
     lines = [json.loads(text) for text in studies.read_text().splitlines()]
     for line in lines:
         found = configuration(line, lines)
@@ -116,7 +150,8 @@ def cells(studies: pathlib.Path = STUDIES, suites: dict[str, pathlib.Path] = SUI
             for seed, score in enumerate(line.get(f"{agent}_final") or []):
                 out.append({"env": line["env"], "synthesizer": "privorl-n", "epsilon": float(release["epsilon"]),
                             "agent": agent, "release_seed": int(release["schedule"]["seed"]), "seed": seed,
-                            "final_score": float(score), "round": line.get("round", ""), "postprocess": post})
+                            "final_score": float(score), "round": line.get("round", ""), "postprocess": post,
+                            "finetune": finetune(release["schedule"])})
     return out
 
 
@@ -125,20 +160,22 @@ def table(rows: list[dict]) -> tuple[str, list[dict]]:
     from privsynth.evaluation.bench.gap import gap_closed
 
     figures = []
-    keys = sorted({(r["env"], r["agent"], r["epsilon"], r["postprocess"]) for r in rows if r["release_seed"] != ""},
-                  key=lambda k: (k[0], k[1], -k[2], k[3] != DEFAULT))
-    for env, agent, eps, post in keys:
+    keys = sorted({(r["env"], r["agent"], r["epsilon"], r["postprocess"], r["finetune"]) for r in rows
+                   if r["release_seed"] != ""}, key=lambda k: (k[0], k[1], -k[2], k[4] != PLAIN, k[3] != DEFAULT))
+    for env, agent, eps, post, tune in keys:
         mine = [r for r in rows if r["env"] == env and r["agent"] == agent]
         real = [r["final_score"] for r in mine if r["synthesizer"] == "real"]
         public = [r["final_score"] for r in mine if r["synthesizer"] != "real" and r["release_seed"] == ""]
         releases: dict[int, list[float]] = {}
         for r in mine:
-            if r["release_seed"] != "" and r["epsilon"] == eps and r["postprocess"] == post:
+            if (r["release_seed"] != "" and r["epsilon"] == eps and r["postprocess"] == post
+                    and r["finetune"] == tune):
                 releases.setdefault(r["release_seed"], []).append(r["final_score"])
         means = {s: float(np.mean(v)) for s, v in sorted(releases.items())}
         g = gap_closed(real, public, list(means.values()), resamples=2000, seed=0)
         per = {s: None if g.point is None else (m - float(np.mean(public))) / g.gap for s, m in means.items()}
-        figures.append({"env": env, "agent": agent, "epsilon": eps, "postprocess": post, "real": float(np.mean(real)),
+        figures.append({"env": env, "agent": agent, "epsilon": eps, "postprocess": post, "finetune": tune,
+                        "real": float(np.mean(real)),
                         "public": float(np.mean(public)), "releases": means, "per_release_gap": per,
                         "mean": float(np.mean(list(means.values()))), "gap": g})
     lines = ["## Gap closed over several releases at the default (locomotion transfer proxies, issue 37)", "",
@@ -146,18 +183,21 @@ def table(rows: list[dict]) -> tuple[str, list[dict]]:
              "(rows at a default: 150 DP epochs, every parameter, release route with repairs and the DP action "
              f"relabel) and the suites' real and public-alone cells. `{DEFAULT}`: the simulator repair (the default "
              f"above ε = 1); `{ROLLOUT}`: the same releases with rollouts of {CHAIN_HORIZON} steps after the repair "
-             "(the default at ε ≤ 1 since the ninth round, an option above). Each release: its own synthesizer "
-             "seed, 50k rows, 3 agent seeds, 20k updates; interval: percentile bootstrap over releases (95%).", "",
-             "| body | agent | ε | post-processing | real | public alone | releases | each release's gap closed "
-             "(seed: value) | mean over releases | gap closed [95% over releases] |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "(the default at ε ≤ 1 since the ninth round, an option above). Fine-tune: "
+             f"`{PLAIN}` without curiosity (the default to the tenth round), `{FINECUR}` with it (FineCur, the "
+             "default since). Each release: its own synthesizer seed, 50k rows, 3 agent seeds, 20k updates; "
+             "interval: percentile bootstrap over releases (95%).", "",
+             "| body | agent | ε | fine-tune | post-processing | real | public alone | releases | each release's gap "
+             "closed (seed: value) | mean over releases | gap closed [95% over releases] |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for f in figures:
         g = f["gap"]
         each = ", ".join(f"{s}: {v:.2f}" for s, v in f["per_release_gap"].items() if v is not None) or "–"
         closed = ("non-discriminating" if g.point is None
                   else f"**{g.point:.2f}** [{g.low:.2f}, {g.high:.2f}]" if len(f["releases"]) > 1
                   else f"{g.point:.2f} (one release)")
-        lines.append(f"| {f['env']} | {f['agent']} | {f['epsilon']:g} | {f['postprocess']} | {f['real']:.1f} | "
+        lines.append(f"| {f['env']} | {f['agent']} | {f['epsilon']:g} | {f['finetune']} | {f['postprocess']} | "
+                     f"{f['real']:.1f} | "
                      f"{f['public']:.1f} | {len(f['releases'])} | {each} | {f['mean']:.1f} | {closed} |")
     lines += paired(figures)
     return "\n".join(lines) + "\n", figures
@@ -166,16 +206,17 @@ def table(rows: list[dict]) -> tuple[str, list[dict]]:
 def paired(figures: list[dict]) -> list[str]:
     """Markdown lines comparing the rollout option with the repair alone on the releases measured both ways."""
     out = ["", f"### `{ROLLOUT}` against `{DEFAULT}` on the same releases", "",
-           f"| body | agent | ε | releases in both | gap closed, {DEFAULT} | gap closed, {ROLLOUT} | change |",
-           "|---|---|---|---|---|---|---|"]
-    by_key = {(f["env"], f["agent"], f["epsilon"], f["postprocess"]): f["per_release_gap"] for f in figures}
-    for (env, agent, eps, post), new in by_key.items():
-        old = by_key.get((env, agent, eps, DEFAULT))
+           f"| body | agent | ε | fine-tune | releases in both | gap closed, {DEFAULT} | gap closed, {ROLLOUT} | "
+           "change |", "|---|---|---|---|---|---|---|---|"]
+    by_key = {(f["env"], f["agent"], f["epsilon"], f["postprocess"], f.get("finetune", PLAIN)): f["per_release_gap"]
+              for f in figures}
+    for (env, agent, eps, post, tune), new in by_key.items():
+        old = by_key.get((env, agent, eps, DEFAULT, tune))
         both = sorted(set(new) & set(old or {}))
         if post != ROLLOUT or not both or any(new[s] is None or old[s] is None for s in both):
             continue
         a, b = float(np.mean([old[s] for s in both])), float(np.mean([new[s] for s in both]))
-        out.append(f"| {env} | {agent} | {eps:g} | {len(both)} | {a:.2f} | {b:.2f} | {b - a:+.2f} |")
+        out.append(f"| {env} | {agent} | {eps:g} | {tune} | {len(both)} | {a:.2f} | {b:.2f} | {b - a:+.2f} |")
     return out
 
 
@@ -190,8 +231,11 @@ def plot(figures: list[dict], path: pathlib.Path) -> None:
     labels = []
     for i, f in enumerate(figures):
         vals = [v for v in f["per_release_gap"].values() if v is not None]
-        labels.append(f"{f['env']}\n{f['agent']} ε={f['epsilon']:g}\n{f['postprocess']}")
-        ax.scatter([i] * len(vals), vals, color="tab:blue" if f["postprocess"] == DEFAULT else "tab:grey",
+        labels.append(f"{f['env']}\n{f['agent']} ε={f['epsilon']:g}\n{f['postprocess']}"
+                      + ("\nFineCur" if f.get("finetune") == FINECUR else ""))
+        colour = ("tab:grey" if f["postprocess"] != DEFAULT else "tab:orange" if f.get("finetune") == FINECUR
+                  else "tab:blue")
+        ax.scatter([i] * len(vals), vals, color=colour,
                    alpha=0.7, zorder=3)
         if f["gap"].point is not None:
             ax.hlines(f["gap"].point, i - 0.3, i + 0.3, color="black", zorder=4)
@@ -199,8 +243,8 @@ def plot(figures: list[dict], path: pathlib.Path) -> None:
     ax.axhline(0.0, color="grey", lw=0.8)
     ax.set_xticks(range(len(figures)), labels, fontsize=6)
     ax.set_ylabel("share of gap closed")
-    ax.set_title(f"Each release (dots; blue: {DEFAULT}, the default above ε = 1; grey: {ROLLOUT}, the default at "
-                 f"ε ≤ 1) and their mean (bar)", fontsize=9)
+    ax.set_title(f"Each release (dots; blue: {DEFAULT}; orange: {DEFAULT} after a FineCur fine-tune, the default "
+                 f"above ε = 1; grey: {ROLLOUT}, the default at ε ≤ 1) and their mean (bar)", fontsize=9)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -864,7 +864,11 @@ _COUNT_OUTPUTS = ("n_units_noisy", "units_noisy", "trajectories_noisy", "max_epi
                   # rows drawn from / kept of the released model by post-processing: counts of DP draws, which can
                   # equal the exact N by chance (a CI run drew 428 rows for 428 units); they differ between the
                   # neighbours only as DP outputs, which leaks() checks on their own
-                  "*postprocess.rows_in", "*postprocess.rows_kept")
+                  "*postprocess.rows_in", "*postprocess.rows_kept",
+                  # the same draws' drop counts: a local run of the top-up path dropped 383 rows in walls of 568
+                  # drawn for N = 300 units, so now and then a count lands on N or N + 1 (one local failure in
+                  # about 15 runs of that path, stop 50, matches this)
+                  "*postprocess.rows_dropped_*", "*postprocess.draws")
 
 
 def _exact_counts(path: ReleasingPath, data: Any) -> tuple[int, ...]:
@@ -916,6 +920,17 @@ def test_mentions_count_lists_exact_integers_and_whole_words():
             "h": 397.5, "i": "0.397", "j": "trained on 397.", "k": {"n": "{\"units\": 397}"}, "l": "1397 and 3970"}
     assert mentions_count(view, 397) == ["a", "b", "g.1", "j", "k.n.units"]
     assert mentions_count({"t": True, "one": 1}, 1) == ["one"]
+
+
+def test_counts_of_dp_draws_may_equal_the_exact_n():
+    """Counts of rows drawn from the released model (and dropped by post-processing) are DP outputs that can land on
+    the exact N by chance; the check allows them, and still names any other field that shows N."""
+    from neighbour import matches, mentions_count
+
+    card = {"postprocess": {"rows_in": 568, "rows_dropped_in_walls": 300, "rows_dropped_goal_in_wall": 301,
+                            "draws": 300, "rows_kept": 64}, "phases": [{"rows": 300}]}
+    named = [k for k in mentions_count(card, 300) if not any(matches(k, p) for p in _COUNT_OUTPUTS)]
+    assert named == ["phases.0.rows"]
 
 
 def test_minari_files_shows_what_the_hdf5_holds(tmp_path):

@@ -27,6 +27,10 @@ def test_only_default_rows_count():
     assert not m.is_default({**base, "schedule": {**base["schedule"], "share": 0.3}})
     assert not m.is_default({**base, "schedule": {"epochs": 150.0, "seed": 1.0}})  # no release route
     assert not m.is_default({**base, "policy": {}})  # no relabel
+    finecur = {**base, "schedule": {**base["schedule"], "finecur": 1.0}}  # the default fine-tune since round 10
+    assert m.is_default(finecur) and m.finetune(finecur["schedule"]) == m.FINECUR
+    assert m.finetune(base["schedule"]) == m.PLAIN
+    assert not m.is_default({**base, "schedule": {**base["schedule"], "finecur": 0.0}})
 
 
 def test_gap_over_releases_uses_release_means(tmp_path):
@@ -49,7 +53,7 @@ def test_gap_over_releases_uses_release_means(tmp_path):
     (f,) = figures
     assert f["per_release_gap"] == {1: 0.5, 2: 1.0}
     assert abs(f["gap"].point - 0.75) < 1e-12
-    assert "| hopper | iql | 10 | repair | 60.0 | 0.0 | 2 |" in md
+    assert "| hopper | iql | 10 | dp | repair | 60.0 | 0.0 | 2 |" in md
 
 
 def test_rolled_out_rows_count_as_the_rollout_option_under_their_release():
@@ -71,6 +75,24 @@ def test_rolled_out_rows_count_as_the_rollout_option_under_their_release():
     assert m.configuration({**reread, "rows_from": "hopper_20000_epochs150_seed4_route1_share0.1"}, lines) is None
 
 
+def test_a_saved_release_given_agents_later_counts_under_its_own_fine_tune():
+    """A saved default release re-read as it was (schedule: its own seed and finecur) counts as that release: under
+    its source line if the studies hold it, else on its own, at the ε the re-read line records."""
+    m = _script()
+    name = "hopper_20000_epochs150_seed50_route1_finecur1"
+    reread = {"env": "hopper", "epsilon": 10.0, "rows_from": name, "schedule": {"seed": 50.0, "finecur": 1.0}}
+    post, release = m.configuration(reread, [reread])
+    assert post == m.DEFAULT and release["epsilon"] == 10.0 and m.finetune(release["schedule"]) == m.FINECUR
+    assert release["schedule"]["seed"] == 50.0
+    src = {"env": "hopper", "epsilon": 1.0, "policy": {"m": 1},
+           "schedule": {"epochs": 150.0, "seed": 50.0, "route": 1.0, "finecur": 1.0}}
+    assert m.configuration(reread, [src, reread]) == (m.DEFAULT, src)
+    assert m.configuration({**reread, "schedule": {"seed": 51.0, "finecur": 1.0}}, [reread]) is None  # not its seed
+    assert m.configuration({**reread, "schedule": {"seed": 50.0}}, [reread]) is None  # not its fine-tune
+    assert m.configuration({**reread, "epsilon": "path.npz"}, [reread]) is None  # no ε on record
+    assert m.configuration({**reread, "rows_from": name + "_lora4"}, [reread]) is None  # not a default
+
+
 def test_committed_table_is_up_to_date():
     assert _script().main(["--check"]) == 0
 
@@ -82,4 +104,4 @@ def test_paired_change_uses_releases_measured_both_ways():
                {"env": "hopper", "agent": "iql", "epsilon": 10.0, "postprocess": m.DEFAULT,
                 "per_release_gap": {5: 0.1, 6: 0.9, 7: 0.3}}]
     (row,) = [line for line in m.paired(figures) if line.startswith("| hopper")]
-    assert row == "| hopper | iql | 10 | 2 | 0.20 | 0.60 | +0.40 |"  # seed 6 only one way: left out
+    assert row == "| hopper | iql | 10 | dp | 2 | 0.20 | 0.60 | +0.40 |"  # seed 6 only one way: left out
