@@ -99,7 +99,7 @@ def configuration(line: dict, lines: list[dict]) -> tuple[str, dict] | None:
     (rolled out at ``CHAIN_HORIZON`` or not), a saved default release re-read and rolled out at that horizon, or a
     saved default release re-read as it was (its schedule only its ``seed`` and ``finecur``: agents given later).
 
-    A release re-read as it was whose own line is not in the studies (its run stopped after ``--save``) stands for itself:
+    A saved release whose own line is not in the studies (its run stopped after ``--save``) stands for itself:
     its seed and FineCur from the file name, its ε the budget the re-read line records (the release's own)."""
     if is_default(line):
         horizon = (line.get("postprocess") or {}).get("chain_horizon")
@@ -123,7 +123,7 @@ def configuration(line: dict, lines: list[dict]) -> tuple[str, dict] | None:
                and "chain_horizon" not in (x.get("postprocess") or {})]
     if len(sources) == 1:
         return post, sources[0]
-    if post == DEFAULT and not sources and default_schedule(sched) and isinstance(line.get("epsilon"), (int, float)):
+    if not sources and default_schedule(sched) and isinstance(line.get("epsilon"), (int, float)):
         return post, {"env": env, "epsilon": float(line["epsilon"]), "schedule": sched}
     return None
 

@@ -72,7 +72,10 @@ def test_rolled_out_rows_count_as_the_rollout_option_under_their_release():
     assert m.configuration({**rolled, "postprocess": {"chain_horizon": 5}}, lines) is None
     assert m.configuration({**reread, "schedule": {"chain": 5.0}}, lines) is None
     assert m.configuration({**reread, "rows_from": reread["rows_from"] + "_norelabel"}, lines) is None
-    assert m.configuration({**reread, "rows_from": "hopper_20000_epochs150_seed4_route1_share0.1"}, lines) is None
+    alone = {**reread, "rows_from": "hopper_20000_epochs150_seed4_route1_share0.1"}  # its own line not kept
+    assert m.configuration(alone, lines) == (m.ROLLOUT, {"env": "hopper", "epsilon": 10.0, "schedule": {
+        "epochs": 150.0, "seed": 4.0, "route": 1.0, "share": 0.1}})
+    assert m.configuration({**alone, "rows_from": "hopper_20000_epochs150_seed4_route1_share0.3"}, lines) is None
 
 
 def test_a_saved_release_given_agents_later_counts_under_its_own_fine_tune():
