@@ -306,13 +306,41 @@ def test_partial_dp_finetune_moves_only_the_chosen_parameters(pretrained, tmp_pa
     assert synth.card()["config"]["dp"]["trainable"] == trainable
 
 
-def test_cpu_preset_fine_tunes_with_curiosity_and_the_demo_does_not():
-    """FineCur is the cpu default since the tenth transfer round (issue 37: 0.50 of the Hopper proxy's gap against
-    0.33); the demo keeps it off for its time, and a model learnt from scratch has no public model to be curious
-    from (privsynth.synth.scratch)."""
+def test_cpu_preset_fine_tunes_with_curiosity_on_locomotion_and_the_demo_does_not():
+    """FineCur is the cpu default on MuJoCo locomotion since the tenth transfer round (issue 37: 0.50 of the Hopper
+    proxy's gap against 0.33) and off on PointMaze since the eleventh (a default umaze release lost its fidelity);
+    the demo keeps it off for its time, and a model learnt from scratch has no public model to be curious from
+    (privsynth.synth.scratch)."""
     from privsynth.synth.config import demo_config
     from privsynth.synth.scratch import scratch_config
 
-    assert cpu_config().finetune_curiosity is True
+    assert cpu_config().finetune_curiosity == "auto"
     assert demo_config().finetune_curiosity is False
     assert scratch_config(cpu_config()).finetune_curiosity is False
+
+
+def test_auto_finecur_reads_the_environment_only():
+    """``"auto"`` resolves from the sensitive data's environment (a public fact): on for Hopper, off for PointMaze
+    and for data without an environment; a set value is kept."""
+    from privsynth.synth.curiosity import finetune_curiosity_for
+    from test_postprocess import _hopper_rollout
+
+    from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze
+
+    hopper = _hopper_rollout(20, seed=1).info
+    maze = generate_pointmaze(PointMazeConfig(maze="umaze", steps=20, seed=2, ref_episodes=1), progress=False).info
+    assert finetune_curiosity_for("auto", hopper) is True
+    assert finetune_curiosity_for("auto", maze) is False
+    assert finetune_curiosity_for("auto", sensitive_data().info) is False  # no environment
+    assert finetune_curiosity_for(True, maze) is True and finetune_curiosity_for(False, hopper) is False
+
+
+def test_auto_finecur_runs_the_mixer_on_locomotion_only(pretrained, tmp_path):
+    """The preset's ``"auto"``: a fine-tune on data without a MuJoCo environment runs without the mixer (the
+    history says so; the neighbour test's FineCur path runs it on Hopper)."""
+    synth = TransitionSynthesizer.load(pretrained.save(tmp_path / "m.pt"))
+    synth.config.finetune_curiosity = "auto"
+    synth.config.finetune.max_steps = 3
+    synth.finetune(sensitive_data(), 10.0, 1e-3, progress=False)
+    assert synth.history[-1]["finetune_curiosity"] is False
+    assert synth.config.finetune_curiosity == "auto"  # the setting is kept; the history holds what ran

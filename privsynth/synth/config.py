@@ -142,7 +142,9 @@ class TransitionSynthConfig:
     dp: DPConfig = field(default_factory=DPConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     pretrain_curiosity: bool = True  # False = PDP-Diffusion ablation (pre-training without curiosity)
-    finetune_curiosity: bool = False  # True = FineCur ablation (curiosity during DP fine-tuning)
+    # True = FineCur (curiosity during DP fine-tuning); "auto" = on for MuJoCo locomotion data only (public fact:
+    # privsynth.synth.curiosity.finetune_curiosity_for)
+    finetune_curiosity: bool | Literal["auto"] = False
     private: bool = True  # False = "no privacy" ablation (plain fine-tuning, nothing is released as DP)
     # how a row holds the next state: "absolute" s' (PrivORL, SynthER) or "delta" s' - s, decoded as s + (s' - s) after
     # sampling (privsynth.synth.next_state); the row normaliser is then fitted on public Δs. Changing it needs a model
@@ -206,8 +208,12 @@ def cpu_config() -> TransitionSynthConfig:
     # evaluation/suites/transfer_hopper_ablations.yaml) it closed 0.50 of the public-to-real gap against 0.33
     # without; the rule written before the run asked for 0.1 more. It cost 2.3x a release's time in that run (fine-
     # tune and 50k samples, 341 s against 150 s: pool draws and the predictor's refits); free under DP (the pool is
-    # drawn from the model's current weights, themselves DP, and mixed inside each unit's clipped gradient).
-    cfg.finetune_curiosity = True
+    # drawn from the model's current weights, themselves DP, and mixed inside each unit's clipped gradient). On
+    # PointMaze umaze it cost a default release its fidelity (three pairs, eleventh round: marginal 0.886 against
+    # 0.909 without, dynamics within tolerance 0.58 against 0.90, fine-tune 2.9x as long), so "auto" (a rule written
+    # before the pairs ran): on for MuJoCo locomotion, where the release route repairs rows with the simulator, off
+    # elsewhere (PointMaze, data without an environment).
+    cfg.finetune_curiosity = "auto"
     return cfg
 
 

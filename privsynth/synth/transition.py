@@ -53,7 +53,7 @@ from privsynth.synth.config import (
     config_from_dict,
     cpu_config,
 )
-from privsynth.synth.curiosity import RND, CuriosityMixer
+from privsynth.synth.curiosity import RND, CuriosityMixer, finetune_curiosity_for
 from privsynth.synth.denoiser import ResidualMLPDenoiser
 from privsynth.synth.edm import EDM
 from privsynth.synth.ema import EMA
@@ -399,8 +399,9 @@ class TransitionSynthesizer(NetworkSynthesizer):
         cfg = self.config
         tc = cfg.finetune
         x = torch.as_tensor(self.normalizer.normalize(self._rows(sensitive)))
+        finecur = finetune_curiosity_for(cfg.finetune_curiosity, sensitive.info)  # public facts only
         if not cfg.private:
-            self._train_plain(x, tc, phase="finetune", curiosity=cfg.finetune_curiosity, progress=progress)
+            self._train_plain(x, tc, phase="finetune", curiosity=finecur, progress=progress)
             self.nonprivate_finetunes += 1
             self.history[-1].update({"unit": unit, "trainable": "all"})
             return self
@@ -417,9 +418,9 @@ class TransitionSynthesizer(NetworkSynthesizer):
             self.model,
             multiplicity=dpc.noise_multiplicity,
             per_unit=dpc.transitions_per_trajectory,
-            rate=cfg.curiosity.rate if cfg.finetune_curiosity else 0.0,
+            rate=cfg.curiosity.rate if finecur else 0.0,
         )
-        mixer = self._make_mixer() if cfg.finetune_curiosity and cfg.curiosity.rate > 0 else None
+        mixer = self._make_mixer() if finecur and cfg.curiosity.rate > 0 else None
         # N is private under add/remove: everything sized by it (the batch cap, the curiosity refresh, q and the
         # steps inside dp_train) uses the DP count Ñ, charged to the ledger with the run (privsynth.privacy.count)
         from privsynth.privacy.count import count_epsilon, noisy_unit_count
