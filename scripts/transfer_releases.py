@@ -14,7 +14,7 @@ puts them next to the suites' real-data and public-alone cells. Two post-process
   ``chain_rollouts`` to the same repaired rows, so the two are the same release.
 
 Two fine-tunes count, each its own row: ``dp`` (no curiosity in the DP fine-tune, the default to round 10) and
-``dp+finecur`` (``finecur=1``: FineCur, the ``cpu`` default since). A saved default release given its agents later
+``dp+finecur`` (``finecur=1``: FineCur, the ``cpu`` default on locomotion since). A saved default release given its agents later
 (``--rows-from REL.npz --schedule seed=S[,finecur=1]``, its own seed and fine-tune) counts as that release.
 
 Outputs:
@@ -185,7 +185,7 @@ def table(rows: list[dict]) -> tuple[str, list[dict]]:
              f"above ε = 1); `{ROLLOUT}`: the same releases with rollouts of {CHAIN_HORIZON} steps after the repair "
              "(the default at ε ≤ 1 since the ninth round, an option above). Fine-tune: "
              f"`{PLAIN}` without curiosity (the default to the tenth round), `{FINECUR}` with it (FineCur, the "
-             "default since). Each release: its own synthesizer seed, 50k rows, 3 agent seeds, 20k updates; "
+             "`cpu` default on locomotion since). Each release: its own synthesizer seed, 50k rows, 3 agent seeds, 20k updates; "
              "interval: percentile bootstrap over releases (95%).", "",
              "| body | agent | ε | fine-tune | post-processing | real | public alone | releases | each release's gap "
              "closed (seed: value) | mean over releases | gap closed [95% over releases] |",
