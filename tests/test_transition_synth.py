@@ -332,6 +332,7 @@ def test_auto_finecur_reads_the_environment_only():
     assert finetune_curiosity_for("auto", hopper) is True
     assert finetune_curiosity_for("auto", maze) is False
     assert finetune_curiosity_for("auto", sensitive_data().info) is False  # no environment
+    assert finetune_curiosity_for("auto", dataclasses.replace(hopper, env_id="NoSuchEnv-v0")) is False  # cannot make
     assert finetune_curiosity_for(True, maze) is True and finetune_curiosity_for(False, hopper) is False
 
 

@@ -38,8 +38,12 @@ def finetune_curiosity_for(setting: bool | str, info: Any) -> bool:
         return False
     from privsynth.data.env_adapters import simulator_kind
     from privsynth.data.envs import make_env
+    from privsynth.errors import PrivsynthError
 
-    env = make_env(info)
+    try:
+        env = make_env(info)
+    except PrivsynthError:  # an environment this machine cannot make: no simulator to repair rows with
+        return False
     try:
         return simulator_kind(env) == "mujoco"
     finally:
