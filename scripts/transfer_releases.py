@@ -14,8 +14,9 @@ puts them next to the suites' real-data and public-alone cells. Two post-process
   ``chain_rollouts`` to the same repaired rows, so the two are the same release.
 
 Two fine-tunes count, each its own row: ``dp`` (no curiosity in the DP fine-tune, the default to round 10) and
-``dp+finecur`` (``finecur=1``: FineCur, the ``cpu`` default on locomotion since). A saved default release given its agents later
-(``--rows-from REL.npz --schedule seed=S[,finecur=1]``, its own seed and fine-tune) counts as that release.
+``dp+finecur`` (``finecur=1``: FineCur, the ``cpu`` default on locomotion since). A saved default release given its
+agents later (``--rows-from REL.npz --schedule seed=S[,finecur=1]``, its own seed and fine-tune) counts as that
+release.
 
 Outputs:
 
@@ -59,7 +60,7 @@ DEFAULT_KEYS = {"epochs", "seed", "route", "share", "pair", "finecur"}
 COLUMNS = ["env", "synthesizer", "epsilon", "agent", "release_seed", "seed", "final_score", "round", "postprocess",
            "finetune"]
 DEFAULT, ROLLOUT = "repair", "repair+rollout"  # the default above eps = 1; at eps <= 1 (and an option above)
-PLAIN, FINECUR = "dp", "dp+finecur"  # the DP fine-tune without curiosity (to round 10), with it (the default since)
+PLAIN, FINECUR = "dp", "dp+finecur"  # the DP fine-tune without curiosity (to round 10), with it (locomotion since)
 
 
 def is_default(line: dict) -> bool:
@@ -185,8 +186,8 @@ def table(rows: list[dict]) -> tuple[str, list[dict]]:
              f"above ε = 1); `{ROLLOUT}`: the same releases with rollouts of {CHAIN_HORIZON} steps after the repair "
              "(the default at ε ≤ 1 since the ninth round, an option above). Fine-tune: "
              f"`{PLAIN}` without curiosity (the default to the tenth round), `{FINECUR}` with it (FineCur, the "
-             "`cpu` default on locomotion since). Each release: its own synthesizer seed, 50k rows, 3 agent seeds, 20k updates; "
-             "interval: percentile bootstrap over releases (95%).", "",
+             "`cpu` default on locomotion since). Each release: its own synthesizer seed, 50k rows, 3 agent seeds, "
+             "20k updates; interval: percentile bootstrap over releases (95%).", "",
              "| body | agent | ε | fine-tune | post-processing | real | public alone | releases | each release's gap "
              "closed (seed: value) | mean over releases | gap closed [95% over releases] |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
