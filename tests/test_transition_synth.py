@@ -337,11 +337,20 @@ def test_auto_finecur_reads_the_environment_only():
 
 
 def test_auto_finecur_runs_the_mixer_on_locomotion_only(pretrained, tmp_path):
-    """The preset's ``"auto"``: a fine-tune on data without a MuJoCo environment runs without the mixer (the
-    history says so; the neighbour test's FineCur path runs it on Hopper)."""
+    """The preset's ``"auto"``: a fine-tune on data without a MuJoCo environment runs without the mixer, one on
+    Hopper rows with it (the history says which)."""
+    from test_postprocess import _hopper_rollout
+
     synth = TransitionSynthesizer.load(pretrained.save(tmp_path / "m.pt"))
     synth.config.finetune_curiosity = "auto"
     synth.config.finetune.max_steps = 3
     synth.finetune(sensitive_data(), 10.0, 1e-3, progress=False)
     assert synth.history[-1]["finetune_curiosity"] is False
     assert synth.config.finetune_curiosity == "auto"  # the setting is kept; the history holds what ran
+
+    torch.manual_seed(0)
+    hopper = TransitionSynthesizer(tiny_config()).pretrain(_hopper_rollout(120, seed=1), progress=False)
+    assert hopper.config.finetune_curiosity == "auto"
+    hopper.config.finetune.max_steps = 3
+    hopper.finetune(_hopper_rollout(120, seed=2).mark_sensitive(), 10.0, 1e-3, progress=False)
+    assert hopper.history[-1]["finetune_curiosity"] is True
