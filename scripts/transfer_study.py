@@ -99,7 +99,8 @@ def main() -> None:
         cfg.dp.noise_multiplicity = int(sched.get("mult", cfg.dp.noise_multiplicity))
         cfg.finetune.ema_decay = sched.get("ema", cfg.finetune.ema_decay)
         cfg.private = bool(sched.get("dp", 1.0))
-        cfg.finetune_curiosity = bool(sched.get("finecur", cfg.finetune_curiosity))  # FineCur: curiosity in fine-tune
+        if "finecur" in sched:  # FineCur: curiosity in the fine-tune (else the checkpoint's setting, "auto" kept)
+            cfg.finetune_curiosity = bool(sched["finecur"])
         seed = int(sched.get("seed", 0))
         cfg.seed = seed
         t0 = time.time()

@@ -22,7 +22,7 @@ def tiny_config(private: bool, epochs: float):
     cfg.next_state = "absolute"
     cfg.dp.noise_multiplicity = 4
     cfg.pretrain_curiosity = False
-    # pinned: FineCur (the cpu default since the tenth transfer round) replaces a share of each fine-tuning batch with
+    # pinned: FineCur (the cpu preset's "auto", on for MuJoCo data) replaces a share of each fine-tuning batch with
     # synthetic rows, which dilutes what the overfit target memorises (loss AUC 0.54 instead of > 0.8 on this toy set)
     cfg.finetune_curiosity = False
     cfg.private = private

@@ -322,10 +322,10 @@ def test_cpu_preset_fine_tunes_with_curiosity_on_locomotion_and_the_demo_does_no
 def test_auto_finecur_reads_the_environment_only():
     """``"auto"`` resolves from the sensitive data's environment (a public fact): on for Hopper, off for PointMaze
     and for data without an environment; a set value is kept."""
-    from privsynth.synth.curiosity import finetune_curiosity_for
     from test_postprocess import _hopper_rollout
 
     from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze
+    from privsynth.synth.curiosity import finetune_curiosity_for
 
     hopper = _hopper_rollout(20, seed=1).info
     maze = generate_pointmaze(PointMazeConfig(maze="umaze", steps=20, seed=2, ref_episodes=1), progress=False).info

@@ -20,7 +20,7 @@ from privsynth.data.dataset import DatasetInfo
 from privsynth.errors import PrivsynthError
 
 __all__ = ["EnvAdapter", "PointMazeAdapter", "MujocoLocomotionAdapter", "GridAdapter", "adapter_for",
-           "simulator_kind", "hidden_root_coords"]
+           "simulator_kind", "simulator_kind_of", "hidden_root_coords"]
 
 
 class EnvAdapter(ABC):
@@ -280,6 +280,21 @@ def simulator_kind(env: Any) -> str | None:
     if hasattr(unwrapped, "set_state") and hasattr(unwrapped, "model") and hidden_root_coords(env) is not None:
         return "mujoco"
     return None
+
+
+def simulator_kind_of(info: DatasetInfo) -> str | None:
+    """:func:`simulator_kind` of a dataset's environment, made and closed here; None for data without an environment
+    id. Reads the environment's id only (a public fact); an environment this machine cannot make raises
+    :class:`~privsynth.errors.PrivsynthError` (:func:`~privsynth.data.envs.make_env`)."""
+    if not info.env_id:
+        return None
+    from privsynth.data.envs import make_env
+
+    env = make_env(info)
+    try:
+        return simulator_kind(env)
+    finally:
+        env.close()
 
 
 def hidden_root_coords(env: Any) -> int | None:

@@ -86,20 +86,13 @@ def default_steps(info: DatasetInfo, *, from_scratch: bool = False, epsilon: flo
     is at most :data:`LOW_EPSILON`), :data:`SCRATCH_MAZE_DEFAULT` for PointMaze when the model learns
     ``from_scratch`` (no public data, nothing pre-trained), None (no post-processing) for any other, including data
     without an environment. Reads the environment's id and simulator and the budget only (public facts)."""
-    if not info.env_id:
-        return None
-    from privsynth.data.env_adapters import simulator_kind
-    from privsynth.data.envs import make_env
+    from privsynth.data.env_adapters import simulator_kind_of
 
-    env = make_env(info)
-    try:
-        kind = simulator_kind(env)
-        if kind == "mujoco":
-            low = epsilon is not None and epsilon <= LOW_EPSILON
-            return LOCOMOTION_DEFAULT + ",rollout" if low else LOCOMOTION_DEFAULT
-        return SCRATCH_MAZE_DEFAULT if kind == "pointmaze" and from_scratch else None
-    finally:
-        env.close()
+    kind = simulator_kind_of(info)
+    if kind == "mujoco":
+        low = epsilon is not None and epsilon <= LOW_EPSILON
+        return LOCOMOTION_DEFAULT + ",rollout" if low else LOCOMOTION_DEFAULT
+    return SCRATCH_MAZE_DEFAULT if kind == "pointmaze" and from_scratch else None
 
 
 def step_options(steps: Any) -> dict[str, bool]:
@@ -123,14 +116,9 @@ def check_supported(info: DatasetInfo, steps: Any) -> None:
     options = step_options(steps)  # unknown step names fail here too
     if not info.env_id:
         raise PrivsynthError(f"dataset '{info.name}' records no environment; post-processing supports {SUPPORTED}")
-    from privsynth.data.env_adapters import simulator_kind
-    from privsynth.data.envs import make_env
+    from privsynth.data.env_adapters import simulator_kind_of
 
-    env = make_env(info)
-    try:
-        kind = simulator_kind(env)
-    finally:
-        env.close()
+    kind = simulator_kind_of(info)
     if kind is None:
         raise PrivsynthError(f"no post-processing for environment '{info.env_id}': supported are {SUPPORTED}")
     named = steps is not True and steps != "all"

@@ -210,7 +210,7 @@ def cpu_config() -> TransitionSynthConfig:
     # tune and 50k samples, 341 s against 150 s: pool draws and the predictor's refits); free under DP (the pool is
     # drawn from the model's current weights, themselves DP, and mixed inside each unit's clipped gradient). On
     # PointMaze umaze it cost a default release its fidelity (three pairs, eleventh round: marginal 0.886 against
-    # 0.909 without, dynamics within tolerance 0.58 against 0.90, fine-tune 2.9x as long), so "auto" (a rule written
+    # 0.909 without, dynamics within tolerance 0.58 against 0.90, fine-tune 2.7-3.0x as long), so "auto" (a rule written
     # before the pairs ran): on for MuJoCo locomotion, where the release route repairs rows with the simulator, off
     # elsewhere (PointMaze, data without an environment).
     cfg.finetune_curiosity = "auto"

@@ -30,24 +30,17 @@ def finetune_curiosity_for(setting: bool | str, info: Any) -> bool:
     (PointMaze, data without an environment). Reads the environment's id and simulator only (public facts).
 
     Why (issue 37, docs/transfer.md, eleventh round): on the Hopper transfer proxy FineCur closed 0.50 of the
-    public-to-real gap against 0.33 without it; on PointMaze umaze its rows left the maze (positions 10x outside the
+    public-to-real gap against 0.33 without it; on PointMaze umaze its rows left the maze (positions 5-12x beyond the
     real range) and a default release's fidelity fell below the issue's floor (marginal 0.88 against 0.91)."""
     if setting != "auto":
         return bool(setting)
-    if not getattr(info, "env_id", None):
-        return False
-    from privsynth.data.env_adapters import simulator_kind
-    from privsynth.data.envs import make_env
+    from privsynth.data.env_adapters import simulator_kind_of
     from privsynth.errors import PrivsynthError
 
     try:
-        env = make_env(info)
+        return simulator_kind_of(info) == "mujoco"
     except PrivsynthError:  # an environment this machine cannot make: no simulator to repair rows with
         return False
-    try:
-        return simulator_kind(env) == "mujoco"
-    finally:
-        env.close()
 
 
 class RND(nn.Module):
