@@ -18,6 +18,12 @@ Two fine-tunes count, each its own row: ``dp`` (no curiosity in the DP fine-tune
 agents later (``--rows-from REL.npz --schedule seed=S[,finecur=1]``, its own seed and fine-tune) counts as that
 release.
 
+The Hopper ablation suite (``evaluation/suites/transfer_hopper_ablations.yaml``, tenth round) made its ``default``
+and ``finecur`` releases the same way (the suite's pre-trained checkpoint, the release route at ``postprocess: auto``
+and ``policy_share: auto``, 150 DP epochs of every parameter, 50k rows; IQL, 3 agent seeds, 20k updates, the same
+evaluation): its two releases of each (synthesizer seeds 1 and 2) count under ``repair`` with ``dp`` and
+``dp+finecur``, ``round`` ``ablations``. Its other variants (no curiosity, no pre-training) are not defaults.
+
 Outputs:
 
 * ``evaluation/results/transfer_releases/cells.csv``: one line per agent run (``synthesizer``, ``epsilon`` (0 = the
@@ -54,6 +60,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 STUDIES = ROOT / "evaluation/results/transfer_study/studies.jsonl"
 SUITES = {"walker2d": ROOT / "evaluation/results/transfer_walker2d/tables/transfer_walker2d_gap.cells.csv",
           "hopper": ROOT / "evaluation/results/transfer_hopper/tables/transfer_hopper_gap.cells.csv"}
+ABLATIONS = {"hopper": ROOT / "evaluation/results/transfer_hopper_ablations/tables/hopper_ablations_final.cells.csv"}
+ABLATION_VARIANTS = {"default": "dp", "finecur": "dp+finecur"}  # the suite's variants made at a default
 OUT = ROOT / "evaluation/results/transfer_releases"
 # keys a default-configuration schedule may carry (the seed is the release's; pair only adds a no-relabel twin)
 DEFAULT_KEYS = {"epochs", "seed", "route", "share", "pair", "finecur"}
@@ -129,8 +137,26 @@ def configuration(line: dict, lines: list[dict]) -> tuple[str, dict] | None:
     return None
 
 
-def cells(studies: pathlib.Path = STUDIES, suites: dict[str, pathlib.Path] = SUITES) -> list[dict]:
-    """Real and public-alone cells of the suites, then every default release's agent runs."""
+def ablation_cells(ablations: dict[str, pathlib.Path]) -> list[dict]:
+    """The ablation suites' releases made at a default (module docstring), as rows of ``cells.csv``."""
+    out = []
+    for env, path in ablations.items():
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                tune = ABLATION_VARIANTS.get(row.get("variant") or "")
+                if tune is None or row["synthesizer"] != "privorl-n" or not row.get("release"):
+                    continue
+                out.append({"env": env, "synthesizer": row["synthesizer"], "epsilon": float(row["epsilon"]),
+                            "agent": row["agent"], "release_seed": int(float(row["release"])),
+                            "seed": int(row["seed"]), "final_score": float(row["final_score"]),
+                            "round": "ablations", "postprocess": DEFAULT, "finetune": tune})
+    return out
+
+
+def cells(studies: pathlib.Path = STUDIES, suites: dict[str, pathlib.Path] = SUITES,
+          ablations: dict[str, pathlib.Path] | None = None) -> list[dict]:
+    """Real and public-alone cells of the suites, every default release's agent runs in the studies, then the
+    ablation suites' default releases (:data:`ABLATIONS` unless given; none when the suites are given)."""
     out: list[dict] = []
     for env, path in suites.items():
         with open(path, newline="") as f:
@@ -153,7 +179,14 @@ def cells(studies: pathlib.Path = STUDIES, suites: dict[str, pathlib.Path] = SUI
                             "agent": agent, "release_seed": int(release["schedule"]["seed"]), "seed": seed,
                             "final_score": float(score), "round": line.get("round", ""), "postprocess": post,
                             "finetune": finetune(release["schedule"])})
-    return out
+    if ablations is None:
+        ablations = ABLATIONS if suites is SUITES else {}
+    extra = ablation_cells(ablations)
+    taken = {(r["env"], r["epsilon"], r["finetune"], r["release_seed"]) for r in out if r["release_seed"] != ""}
+    clash = taken & {(r["env"], r["epsilon"], r["finetune"], r["release_seed"]) for r in extra}
+    if clash:  # a study release with the suite's seed would merge two releases into one
+        raise ValueError(f"study releases and ablation-suite releases share seeds: {sorted(clash)}")
+    return out + extra
 
 
 def table(rows: list[dict]) -> tuple[str, list[dict]]:

@@ -6,6 +6,8 @@ import importlib.util
 import json
 import pathlib
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -108,3 +110,30 @@ def test_paired_change_uses_releases_measured_both_ways():
                 "per_release_gap": {5: 0.1, 6: 0.9, 7: 0.3}}]
     (row,) = [line for line in m.paired(figures) if line.startswith("| hopper")]
     assert row == "| hopper | iql | 10 | dp | 2 | 0.20 | 0.60 | +0.40 |"  # seed 6 only one way: left out
+
+
+def test_ablation_suite_default_releases_count_under_their_fine_tune(tmp_path):
+    """The ablation suite's `default` and `finecur` releases count as default releases (repair, their fine-tune);
+    its other variants, its real and public-alone cells do not; a study release with the same seed is refused."""
+    m = _script()
+    suite = tmp_path / "gap.cells.csv"
+    suite.write_text("synthesizer,agent,seed,final_score,epsilon\nreal,iql,0,60,\nprivorl-n,iql,0,0,0.0\n")
+    abl = tmp_path / "abl.cells.csv"
+    abl.write_text("synthesizer,agent,seed,final_score,epsilon,variant,release\n"
+                   "real,iql,0,60,,,\nprivorl-n,iql,0,0,0 (public only),,\n"
+                   "privorl-n,iql,0,30,10.0,default,1.0\nprivorl-n,iql,0,45,10.0,finecur,1.0\n"
+                   "privorl-n,iql,0,50,10.0,finecur,2.0\nprivorl-n,iql,0,12,10.0,no_pretrain,1.0\n")
+    studies = tmp_path / "studies.jsonl"
+    studies.write_text("")
+    rows = m.cells(studies, {"hopper": suite}, {"hopper": abl})
+    extra = [r for r in rows if r["round"] == "ablations"]
+    assert [(r["finetune"], r["release_seed"], r["final_score"]) for r in extra] == [
+        (m.PLAIN, 1, 30.0), (m.FINECUR, 1, 45.0), (m.FINECUR, 2, 50.0)]
+    assert {r["postprocess"] for r in extra} == {m.DEFAULT}
+    _md, figures = m.table(rows)
+    assert {(f["finetune"], len(f["releases"])) for f in figures} == {(m.PLAIN, 1), (m.FINECUR, 2)}
+    line = {"env": "hopper", "epsilon": 10.0, "schedule": {"epochs": 150.0, "route": 1.0, "seed": 2.0, "finecur": 1.0},
+            "policy": {"m": 1}, "iql_final": [1.0]}
+    studies.write_text(json.dumps(line) + "\n")
+    with pytest.raises(ValueError, match="share seeds"):
+        m.cells(studies, {"hopper": suite}, {"hopper": abl})
