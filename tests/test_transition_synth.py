@@ -354,3 +354,20 @@ def test_auto_finecur_runs_the_mixer_on_locomotion_only(pretrained, tmp_path):
     hopper.config.finetune.max_steps = 3
     hopper.finetune(_hopper_rollout(120, seed=2).mark_sensitive(), 10.0, 1e-3, progress=False)
     assert hopper.history[-1]["finetune_curiosity"] is True
+
+
+def test_auto_finecur_is_off_at_a_small_budget():
+    """``"auto"`` FineCur reads the budget too (public): off at ε ≤ 1 on locomotion, the bound the rollout default
+    uses (docs/transfer.md, twelfth round); a set value is kept at any budget."""
+    from test_postprocess import _hopper_rollout
+
+    from privsynth.release.postprocess import LOW_EPSILON
+    from privsynth.synth.curiosity import FINECUR_MAX_OFF_EPSILON, finetune_curiosity_for
+
+    assert FINECUR_MAX_OFF_EPSILON == LOW_EPSILON
+    hopper = _hopper_rollout(20, seed=1).info
+    assert finetune_curiosity_for("auto", hopper, LOW_EPSILON) is False
+    assert finetune_curiosity_for("auto", hopper, 0.3) is False
+    assert finetune_curiosity_for("auto", hopper, LOW_EPSILON * 1.01) is True
+    assert finetune_curiosity_for("auto", hopper) is True  # no budget given: the environment decides
+    assert finetune_curiosity_for(True, hopper, 0.3) is True

@@ -323,6 +323,10 @@ def synthesize(
             check_filters_can_keep(sens.info, postprocess, pubs, synth if not dp_norm and learnt else None)
         t0 = time.perf_counter()
         record_dp_request(synth.config, epsilon, delta, unit)
+        if getattr(synth.config, "finetune_curiosity", None) == "auto":  # read at the release's budget, not the share
+            from privsynth.synth.curiosity import finetune_curiosity_for
+
+            synth.config.finetune_curiosity = finetune_curiosity_for("auto", sens.info, epsilon)
         # with a DP normaliser, DP-SGD gets what is left; the guard checks the composed total against epsilon
         synth.finetune(sens, epsilon - (normalizer_epsilon or 0.0) - (warm_epsilon if synth.warm_events else 0.0)
                        - policy_epsilon, delta, unit, progress=progress)

@@ -142,8 +142,8 @@ class TransitionSynthConfig:
     dp: DPConfig = field(default_factory=DPConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     pretrain_curiosity: bool = True  # False = PDP-Diffusion ablation (pre-training without curiosity)
-    # True = FineCur (curiosity during DP fine-tuning); "auto" = on for MuJoCo locomotion data only (public fact:
-    # privsynth.synth.curiosity.finetune_curiosity_for)
+    # True = FineCur (curiosity during DP fine-tuning); "auto" = on for MuJoCo locomotion data above a budget of 1
+    # only (public facts: privsynth.synth.curiosity.finetune_curiosity_for)
     finetune_curiosity: bool | Literal["auto"] = False
     private: bool = True  # False = "no privacy" ablation (plain fine-tuning, nothing is released as DP)
     # how a row holds the next state: "absolute" s' (PrivORL, SynthER) or "delta" s' - s, decoded as s + (s' - s) after
@@ -212,7 +212,8 @@ def cpu_config() -> TransitionSynthConfig:
     # PointMaze umaze it cost a default release its fidelity (three pairs, eleventh round: marginal 0.886 against
     # 0.909 without, dynamics within tolerance 0.58 against 0.90, fine-tune 2.7-3.0x as long), so "auto" (a rule written
     # before the pairs ran): on for MuJoCo locomotion, where the release route repairs rows with the simulator, off
-    # elsewhere (PointMaze, data without an environment).
+    # elsewhere (PointMaze, data without an environment). At a release budget of 1 or less it is off on locomotion too
+    # (twelfth round, three releases per row, rolled out: 0.36 of the gap with it against 0.40 without).
     cfg.finetune_curiosity = "auto"
     return cfg
 

@@ -9,7 +9,7 @@ current model, scored, and its top-``rate`` fraction kept; every training batch 
 ``round(rate · B)`` of its rows replaced by rows drawn from that top set.
 
 :func:`finetune_curiosity_for` resolves the ``finetune_curiosity = "auto"`` setting (FineCur, curiosity during the
-DP fine-tune) from a public fact of the sensitive data: the environment's simulator kind.
+DP fine-tune) from public facts: the sensitive data's environment (its simulator kind) and the release's budget.
 """
 from __future__ import annotations
 
@@ -21,19 +21,29 @@ from torch import nn
 from privsynth.nn import mlp
 from privsynth.synth.config import CuriosityConfig
 
-__all__ = ["RND", "CuriosityMixer", "n_replaced", "finetune_curiosity_for"]
+__all__ = ["RND", "CuriosityMixer", "n_replaced", "finetune_curiosity_for", "FINECUR_MAX_OFF_EPSILON"]
+
+# "auto" FineCur is off at a release budget of this or less: the bound below which locomotion releases are also rolled
+# out (privsynth.release.postprocess.LOW_EPSILON, the same value; a test keeps them equal). Kept here so the synth
+# layer does not import the release layer.
+FINECUR_MAX_OFF_EPSILON = 1.0
 
 
-def finetune_curiosity_for(setting: bool | str, info: Any) -> bool:
+def finetune_curiosity_for(setting: bool | str, info: Any, epsilon: float | None = None) -> bool:
     """Whether the DP fine-tune mixes curiosity rows in (FineCur): ``True`` / ``False`` as set; ``"auto"`` (the
-    ``cpu`` preset) on for a MuJoCo locomotion environment whose state the observation fixes, off for any other
-    (PointMaze, data without an environment). Reads the environment's id and simulator only (public facts).
+    ``cpu`` preset) on for a MuJoCo locomotion environment whose state the observation fixes, unless the release's
+    ``epsilon`` is at most :data:`FINECUR_MAX_OFF_EPSILON`; off for any other environment (PointMaze, data without an
+    environment). Reads the environment's id and simulator and the budget only (public facts).
 
-    Why (issue 37, docs/transfer.md, eleventh round): on the Hopper transfer proxy FineCur closed 0.50 of the
-    public-to-real gap against 0.33 without it; on PointMaze umaze its rows left the maze (positions 5-12x beyond the
-    real range) and a default release's fidelity fell below the issue's floor (marginal 0.88 against 0.91)."""
+    Why (issue 37, docs/transfer.md): on the Hopper transfer proxy at ε = 10 FineCur closed 0.50 of the
+    public-to-real gap against 0.33 without it (tenth round); on PointMaze umaze its rows left the maze (positions
+    5-12x beyond the real range) and a default release's fidelity fell below the issue's floor (marginal 0.88
+    against 0.91; eleventh round); at ε = 1, over three releases per row, it closed less than the fine-tune without
+    it (twelfth round)."""
     if setting != "auto":
         return bool(setting)
+    if epsilon is not None and epsilon <= FINECUR_MAX_OFF_EPSILON:
+        return False
     from privsynth.data.env_adapters import simulator_kind_of
     from privsynth.errors import PrivsynthError
 

@@ -399,7 +399,9 @@ class TransitionSynthesizer(NetworkSynthesizer):
         cfg = self.config
         tc = cfg.finetune
         x = torch.as_tensor(self.normalizer.normalize(self._rows(sensitive)))
-        finecur = finetune_curiosity_for(cfg.finetune_curiosity, sensitive.info)  # public facts only
+        # public facts only: the environment, and the budget (the release's, which the pipeline records in
+        # config.dp before the fine-tune and resolves "auto" with; a direct call's own epsilon)
+        finecur = finetune_curiosity_for(cfg.finetune_curiosity, sensitive.info, epsilon)
         if not cfg.private:
             self._train_plain(x, tc, phase="finetune", curiosity=finecur, progress=progress)
             self.nonprivate_finetunes += 1
