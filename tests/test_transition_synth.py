@@ -362,9 +362,9 @@ def test_auto_finecur_is_off_at_a_small_budget():
     from test_postprocess import _hopper_rollout
 
     from privsynth.release.postprocess import LOW_EPSILON
-    from privsynth.synth.curiosity import FINECUR_MAX_OFF_EPSILON, finetune_curiosity_for
+    from privsynth.synth.curiosity import FINECUR_LOW_EPSILON, finetune_curiosity_for
 
-    assert FINECUR_MAX_OFF_EPSILON == LOW_EPSILON
+    assert FINECUR_LOW_EPSILON == LOW_EPSILON
     hopper = _hopper_rollout(20, seed=1).info
     assert finetune_curiosity_for("auto", hopper, LOW_EPSILON) is False
     assert finetune_curiosity_for("auto", hopper, 0.3) is False

@@ -21,18 +21,18 @@ from torch import nn
 from privsynth.nn import mlp
 from privsynth.synth.config import CuriosityConfig
 
-__all__ = ["RND", "CuriosityMixer", "n_replaced", "finetune_curiosity_for", "FINECUR_MAX_OFF_EPSILON"]
+__all__ = ["RND", "CuriosityMixer", "n_replaced", "finetune_curiosity_for", "FINECUR_LOW_EPSILON"]
 
 # "auto" FineCur is off at a release budget of this or less: the bound below which locomotion releases are also rolled
 # out (privsynth.release.postprocess.LOW_EPSILON, the same value; a test keeps them equal). Kept here so the synth
 # layer does not import the release layer.
-FINECUR_MAX_OFF_EPSILON = 1.0
+FINECUR_LOW_EPSILON = 1.0
 
 
 def finetune_curiosity_for(setting: bool | str, info: Any, epsilon: float | None = None) -> bool:
     """Whether the DP fine-tune mixes curiosity rows in (FineCur): ``True`` / ``False`` as set; ``"auto"`` (the
     ``cpu`` preset) on for a MuJoCo locomotion environment whose state the observation fixes, unless the release's
-    ``epsilon`` is at most :data:`FINECUR_MAX_OFF_EPSILON`; off for any other environment (PointMaze, data without an
+    ``epsilon`` is at most :data:`FINECUR_LOW_EPSILON`; off for any other environment (PointMaze, data without an
     environment). Reads the environment's id and simulator and the budget only (public facts).
 
     Why (issue 37, docs/transfer.md): on the Hopper transfer proxy at ε = 10 FineCur closed 0.50 of the
@@ -42,7 +42,7 @@ def finetune_curiosity_for(setting: bool | str, info: Any, epsilon: float | None
     it (twelfth round)."""
     if setting != "auto":
         return bool(setting)
-    if epsilon is not None and epsilon <= FINECUR_MAX_OFF_EPSILON:
+    if epsilon is not None and epsilon <= FINECUR_LOW_EPSILON:
         return False
     from privsynth.data.env_adapters import simulator_kind_of
     from privsynth.errors import PrivsynthError
