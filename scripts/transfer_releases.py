@@ -154,9 +154,9 @@ def ablation_cells(ablations: dict[str, pathlib.Path]) -> list[dict]:
 
 
 def cells(studies: pathlib.Path = STUDIES, suites: dict[str, pathlib.Path] = SUITES,
-          ablations: dict[str, pathlib.Path] | None = None) -> list[dict]:
+          ablations: dict[str, pathlib.Path] = ABLATIONS) -> list[dict]:
     """Real and public-alone cells of the suites, every default release's agent runs in the studies, then the
-    ablation suites' default releases (:data:`ABLATIONS` unless given; none when the suites are given)."""
+    ablation suites' default releases."""
     out: list[dict] = []
     for env, path in suites.items():
         with open(path, newline="") as f:
@@ -179,8 +179,6 @@ def cells(studies: pathlib.Path = STUDIES, suites: dict[str, pathlib.Path] = SUI
                             "agent": agent, "release_seed": int(release["schedule"]["seed"]), "seed": seed,
                             "final_score": float(score), "round": line.get("round", ""), "postprocess": post,
                             "finetune": finetune(release["schedule"])})
-    if ablations is None:
-        ablations = ABLATIONS if suites is SUITES else {}
     extra = ablation_cells(ablations)
     taken = {(r["env"], r["epsilon"], r["finetune"], r["release_seed"]) for r in out if r["release_seed"] != ""}
     clash = taken & {(r["env"], r["epsilon"], r["finetune"], r["release_seed"]) for r in extra}

@@ -49,7 +49,7 @@ def test_gap_over_releases_uses_release_means(tmp_path):
         {"env": "hopper", "epsilon": 10.0, "schedule": {**sched, "seed": 2.0}, "policy": {"m": 1}, "variant": "x",
          "iql_final": [0, 0, 0]},
     ]) + "\n")
-    rows = m.cells(studies, {"hopper": suite})
+    rows = m.cells(studies, {"hopper": suite}, {})  # no ablation suite
     assert len(rows) == 4 + 6
     md, figures = m.table(rows)
     (f,) = figures

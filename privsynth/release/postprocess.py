@@ -48,6 +48,7 @@ from privsynth.data.dataset import DatasetInfo, OfflineDataset, environment_fact
 from privsynth.data.env_adapters import MujocoLocomotionAdapter, PointMazeAdapter, adapter_for
 from privsynth.errors import InvalidData, PrivacyError, PrivsynthError
 from privsynth.release.rollout import chain_rollouts
+from privsynth.synth.config import LOW_EPSILON
 
 __all__ = ["postprocess", "step_options", "check_supported", "topped_up", "draw_seed", "default_steps", "STEPS",
            "SUPPORTED", "LOCOMOTION_DEFAULT", "SCRATCH_MAZE_DEFAULT", "LOW_EPSILON"]
@@ -76,8 +77,8 @@ SCRATCH_MAZE_DEFAULT = "clip,resimulate,reward,walls,goals,terminal,rollout"
 # (LOCOMOTION_DEFAULT + ",rollout"; docs/transfer.md, "Ninth round", by a rule written before its releases were
 # made): on three fresh eps = 1 releases the mean of the three rows (Hopper IQL, Hopper TD3+BC, Walker2d IQL) was
 # 0.39 with rollouts against 0.35 with the repair alone, and over every eps = 1 release measured both ways 0.40
-# against 0.31 (Hopper TD3+BC loses 0.08 there, both IQL rows gain)
-LOW_EPSILON = 1.0
+# against 0.31 (Hopper TD3+BC loses 0.08 there, both IQL rows gain). LOW_EPSILON lives in privsynth.synth.config,
+# shared with the FineCur default.
 
 
 def default_steps(info: DatasetInfo, *, from_scratch: bool = False, epsilon: float | None = None) -> str | None:

@@ -27,6 +27,7 @@ __all__ = [
     "demo_config",
     "config_to_dict",
     "config_from_dict",
+    "LOW_EPSILON",
 ]
 
 
@@ -167,6 +168,12 @@ def paper_config() -> TransitionSynthConfig:
     cfg = TransitionSynthConfig()
     cfg.sampler.method = "heun"
     return cfg
+
+
+# The budget at and below which the budget-keyed defaults change (issue 37, docs/transfer.md; epsilon is public):
+# a locomotion release is also rolled out (privsynth.release.postprocess, ninth round) and "auto" FineCur is off
+# (privsynth.synth.curiosity, twelfth round).
+LOW_EPSILON = 1.0
 
 
 def cpu_config() -> TransitionSynthConfig:

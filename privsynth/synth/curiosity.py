@@ -19,14 +19,13 @@ import torch
 from torch import nn
 
 from privsynth.nn import mlp
-from privsynth.synth.config import CuriosityConfig
+from privsynth.synth.config import LOW_EPSILON, CuriosityConfig
 
 __all__ = ["RND", "CuriosityMixer", "n_replaced", "finetune_curiosity_for", "FINECUR_LOW_EPSILON"]
 
-# "auto" FineCur is off at a release budget of this or less: the bound below which locomotion releases are also rolled
-# out (privsynth.release.postprocess.LOW_EPSILON, the same value; a test keeps them equal). Kept here so the synth
-# layer does not import the release layer.
-FINECUR_LOW_EPSILON = 1.0
+# "auto" FineCur is off at a release budget of this or less: the same bound at which locomotion releases are also
+# rolled out (one constant, privsynth.synth.config.LOW_EPSILON)
+FINECUR_LOW_EPSILON = LOW_EPSILON
 
 
 def finetune_curiosity_for(setting: bool | str, info: Any, epsilon: float | None = None) -> bool:

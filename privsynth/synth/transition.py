@@ -399,8 +399,8 @@ class TransitionSynthesizer(NetworkSynthesizer):
         cfg = self.config
         tc = cfg.finetune
         x = torch.as_tensor(self.normalizer.normalize(self._rows(sensitive)))
-        # public facts only: the environment, and the budget (the release's, which the pipeline records in
-        # config.dp before the fine-tune and resolves "auto" with; a direct call's own epsilon)
+        # public facts only: the environment and the budget (a release resolves "auto" at its whole budget before
+        # this call, privsynth.release.pipeline; a direct call reads its own epsilon)
         finecur = finetune_curiosity_for(cfg.finetune_curiosity, sensitive.info, epsilon)
         if not cfg.private:
             self._train_plain(x, tc, phase="finetune", curiosity=finecur, progress=progress)
