@@ -411,6 +411,8 @@ _OTHER_FINETUNES: dict[tuple[str, str], str] = {
     ("scripts.transfer_study", "main"): "its dp=0 and ft=0 controls; the DP path is converted by the lead",
     ("scripts.utility_study", "nonprivate_control"): "the nodp / delta_nodp rows (config.private False): a study "
                                                      "control, scored and never released",
+    ("scripts.transfer_checks", "groups"): "no fine-tune: transfer_releases.finetune names the fine-tune a published "
+                                           "study line records; nothing is trained",
 }
 
 
