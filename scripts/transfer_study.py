@@ -10,7 +10,8 @@ kind (20k updates, batched) and print the share of the public-to-real gap closed
 Schedule keys: epochs, lr, batch (DP fine-tune), clip (max_grad_norm), ema (EMA decay), mult (noise multiplicity K:
 diffusion-noise draws per record averaged inside its one clipped gradient, DPDM), lora (rank R of low-rank
 adapters plus biases and norms instead of every parameter: dp.trainable = "lora"), finecur=0/1 (curiosity during the
-DP fine-tune, FineCur; else the checkpoint's setting), pol=E (a DP behaviour policy at
+DP fine-tune, FineCur; else the checkpoint's setting), rho=R (with finecur=1: the share of each fine-tune batch
+replaced by the most novel pool rows, curiosity.rate; the paper's 0.3 else), pol=E (a DP behaviour policy at
 ε = E relabels the actions before post=N: privsynth.synth.dp_policy; polmode=1 replaces them, else the residual
 around the release's own policy is kept; polepochs), route=1 (the release exactly as `privsynth synthesize` makes
 it: the default post-processing and DP action relabel, one budget; share=S sets the relabel's share of epsilon;
@@ -62,7 +63,7 @@ def main() -> None:
     ap.add_argument("--public", type=float, action="append", required=True,
                     help="public-alone final score per --agent (agent_public)")
     ap.add_argument("--schedule", action="append", default=[],
-                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,mult=K][,lora=R][,finecur=1][,pol=E][,polmode=1][,route=1[,share=S][,pair=1]][,seed=S][,rows=R][,dp=0][,real=1][,post=1][,chain=H][,edge=X][,beta=B][,ft=0] (repeatable)")
+                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,mult=K][,lora=R][,finecur=1][,rho=R][,pol=E][,polmode=1][,route=1[,share=S][,pair=1]][,seed=S][,rows=R][,dp=0][,real=1][,post=1][,chain=H][,edge=X][,beta=B][,ft=0] (repeatable)")
     ap.add_argument("--sensitive-steps", type=int, default=20_000,
                     help="size of the sensitive set (the suites use 20k; a larger one tests how N changes the cost of DP)")
     ap.add_argument("--epsilon", type=float, default=10.0)
@@ -101,6 +102,7 @@ def main() -> None:
         cfg.private = bool(sched.get("dp", 1.0))
         if "finecur" in sched:  # FineCur: curiosity in the fine-tune (else the checkpoint's setting, "auto" kept)
             cfg.finetune_curiosity = bool(sched["finecur"])
+        cfg.curiosity.rate = sched.get("rho", cfg.curiosity.rate)  # share of each batch from the novelty pool
         seed = int(sched.get("seed", 0))
         cfg.seed = seed
         t0 = time.time()
