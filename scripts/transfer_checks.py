@@ -18,6 +18,7 @@ Nothing here trains or reads sensitive data: it re-reads published study lines.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import pathlib
@@ -31,7 +32,9 @@ CHECKS = ("policy_r2", "coverage_jaccard", "reward_mean", "terminal_rate")
 MIN_RELEASES = 4  # a group with fewer releases gives no correlation
 
 
+@functools.cache
 def _releases_module():
+    """The sibling script whose rules say which study lines are default releases (scripts/ is no package)."""
     spec = importlib.util.spec_from_file_location("transfer_releases", ROOT / "scripts" / "transfer_releases.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -98,8 +101,8 @@ def render(rows: list[tuple], pooled: dict[str, tuple]) -> str:
     for (env, agent, eps, tune, post), n, per in rows:
         lines.append(f"| {env} | {agent} | {eps:g} | {tune} | {post} | {n} | "
                      + " | ".join(fmt(per[c]) for c in CHECKS) + " |")
-    lines.append("| pooled within groups | | | | | " + str(max(n for _, n in pooled.values()) if pooled else 0)
-                 + " | " + " | ".join(f"{fmt(r)} ({n})" for r, n in pooled.values()) + " |")
+    lines.append("| pooled within groups | | | | | | "
+                 + " | ".join(f"{fmt(r)} ({n})" for r, n in pooled.values()) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -11,7 +11,7 @@ Schedule keys: epochs, lr, batch (DP fine-tune), clip (max_grad_norm), ema (EMA 
 diffusion-noise draws per record averaged inside its one clipped gradient, DPDM), lora (rank R of low-rank
 adapters plus biases and norms instead of every parameter: dp.trainable = "lora"), finecur=0/1 (curiosity during the
 DP fine-tune, FineCur; else the checkpoint's setting), rho=R (with finecur=1: the share of each fine-tune batch
-replaced by the most novel pool rows, curiosity.rate; the paper's 0.3 else), pol=E (a DP behaviour policy at
+replaced by the most novel pool rows, curiosity.rate; else the checkpoint's, the paper's 0.3), pol=E (a DP behaviour policy at
 ε = E relabels the actions before post=N: privsynth.synth.dp_policy; polmode=1 replaces them, else the residual
 around the release's own policy is kept; polepochs), route=1 (the release exactly as `privsynth synthesize` makes
 it: the default post-processing and DP action relabel, one budget; share=S sets the relabel's share of epsilon;

@@ -1,6 +1,10 @@
 """Shared fixtures: tiny datasets, an isolated Minari store, one torch thread."""
 from __future__ import annotations
 
+import importlib.util
+import pathlib
+from types import ModuleType
+
 import numpy as np
 import pytest
 import torch
@@ -8,6 +12,16 @@ import torch
 from privsynth.data import DatasetInfo, OfflineDataset
 
 torch.set_num_threads(1)
+
+SCRIPTS = pathlib.Path(__file__).resolve().parents[1] / "scripts"
+
+
+def load_script(stem: str) -> ModuleType:
+    """``scripts/<stem>.py`` as a module (scripts/ is no package), executed afresh."""
+    spec = importlib.util.spec_from_file_location(stem, SCRIPTS / f"{stem}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 # Tests measured over ~5 s on the 2-core machine (`pytest --durations=80`, the machine shared); `make test` skips them,
 # `make test-all` and CI's second stage run them. A test file may also mark its own tests with @pytest.mark.slow.

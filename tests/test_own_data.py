@@ -2,7 +2,6 @@
 no-public release, export back to the holder's columns, and its accounting."""
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import load_script
 from privsynth.cli import main
 from privsynth.data import minari_io
 from privsynth.data.dataset import OfflineDataset
@@ -17,17 +17,9 @@ from privsynth.data.schema import RowCodec, Schema, load_schema
 from privsynth.data.validity import check_release
 from privsynth.errors import InvalidData
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
-def _generator():
-    spec = importlib.util.spec_from_file_location("make_icu_cohort", ROOT / "scripts" / "make_icu_cohort.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-GEN = _generator()
+GEN = load_script("make_icu_cohort")
 
 
 def cohort(tmp_path: Path, patients: int = 40, missing: float = 0.0, seed: int = 0) -> tuple[Path, Path]:

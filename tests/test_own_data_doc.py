@@ -2,7 +2,6 @@
 tiny preset and fewer rows so that the walk-through takes seconds."""
 from __future__ import annotations
 
-import importlib.util
 import re
 import shlex
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import load_script
 from privsynth.cli import main
 from privsynth.data import minari_io
 
@@ -24,9 +24,7 @@ def doc_commands() -> list[list[str]]:
 
 @pytest.mark.slow  # about 15-30 s on 2 shared cores
 def test_walkthrough_commands_run(tmp_path, monkeypatch, capsys):
-    spec = importlib.util.spec_from_file_location("make_icu_cohort", ROOT / "scripts" / "make_icu_cohort.py")
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
+    gen = load_script("make_icu_cohort")
     monkeypatch.chdir(tmp_path)
     commands = doc_commands()
     assert [c[:2] for c in commands] == [["python", "scripts/make_icu_cohort.py"], ["privsynth", "datasets"],

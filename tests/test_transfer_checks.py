@@ -1,17 +1,11 @@
 """scripts/transfer_checks.py: which release lines it pools, the within-group correlation, the committed file."""
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from conftest import load_script
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("transfer_checks", ROOT / "scripts" / "transfer_checks.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("transfer_checks")
 
 
 def _line(seed: float, r2: float, gap: float, eps: float = 10.0, **extra) -> dict:
@@ -26,6 +20,8 @@ def test_groups_keep_default_releases_once_and_correlate_within_groups():
     lines = [_line(s, r2, g) for s, r2, g in [(1, 0.5, 0.2), (2, 0.6, 0.4), (3, 0.7, 0.6), (4, 0.8, 0.8)]]
     lines += [_line(s, r2, g, eps=1.0) for s, r2, g in [(5, 0.5, 0.9), (6, 0.6, 0.7), (7, 0.7, 0.5), (8, 0.8, 0.3)]]
     lines.append({**_line(1, 0.9, 0.0), "variant": "no relabel"})  # not a default release
+    # release 1 re-read as it was, with agents given later: the same release, counted once (its first line's checks)
+    lines.append({**_line(1, 0.1, 0.0), "schedule": {"seed": 1.0}, "rows_from": "hopper_20000_epochs150_seed1_route1"})
     lines.append({**_line(9, 0.9, 0.0), "schedule": {"epochs": 30.0, "seed": 9.0, "route": 1.0}})  # not a default
     by = m.groups(lines)
     assert sorted(len(v) for v in by.values()) == [4, 4]

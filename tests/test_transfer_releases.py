@@ -2,20 +2,16 @@
 committed files are what the studies give."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import pathlib
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from conftest import load_script
+
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("transfer_releases", ROOT / "scripts" / "transfer_releases.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("transfer_releases")
 
 
 def test_only_default_rows_count():
