@@ -8,7 +8,8 @@ kind (20k updates, batched) and print the share of the public-to-real gap closed
         --checkpoint PATH --real 62.2 --real 69.1 --public 1.4 --public 2.5 --schedule epochs=150
 
 Schedule keys: epochs, lr, batch (DP fine-tune), clip (max_grad_norm), ema (EMA decay), mult (noise multiplicity K:
-diffusion-noise draws per record averaged inside its one clipped gradient, DPDM), lora (rank R of low-rank
+diffusion-noise draws per record averaged inside its one clipped gradient, DPDM), cols=1 (the DP loss averages
+the state and action columns only, which the simulator repair keeps: dp.loss_columns = "state_action"), lora (rank R of low-rank
 adapters plus biases and norms instead of every parameter: dp.trainable = "lora"), finecur=0/1 (curiosity during the
 DP fine-tune, FineCur; else the checkpoint's setting), rho=R (with finecur=1: the share of each fine-tune batch
 replaced by the most novel pool rows, curiosity.rate; else the checkpoint's, the paper's 0.3), pol=E (a DP behaviour policy at
@@ -63,7 +64,7 @@ def main() -> None:
     ap.add_argument("--public", type=float, action="append", required=True,
                     help="public-alone final score per --agent (agent_public)")
     ap.add_argument("--schedule", action="append", default=[],
-                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,mult=K][,lora=R][,finecur=1][,rho=R][,pol=E][,polmode=1][,route=1[,share=S][,pair=1]][,seed=S][,rows=R][,dp=0][,real=1][,post=1][,chain=H][,edge=X][,beta=B][,ft=0] (repeatable)")
+                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,mult=K][,cols=1][,lora=R][,finecur=1][,rho=R][,pol=E][,polmode=1][,route=1[,share=S][,pair=1]][,seed=S][,rows=R][,dp=0][,real=1][,post=1][,chain=H][,edge=X][,beta=B][,ft=0] (repeatable)")
     ap.add_argument("--sensitive-steps", type=int, default=20_000,
                     help="size of the sensitive set (the suites use 20k; a larger one tests how N changes the cost of DP)")
     ap.add_argument("--epsilon", type=float, default=10.0)
@@ -98,6 +99,8 @@ def main() -> None:
         cfg.finetune.batch_size = int(sched.get("batch", cfg.finetune.batch_size))
         cfg.dp.max_grad_norm = sched.get("clip", cfg.dp.max_grad_norm)
         cfg.dp.noise_multiplicity = int(sched.get("mult", cfg.dp.noise_multiplicity))
+        if sched.get("cols"):  # the DP loss over the state and action columns only (dp.loss_columns)
+            cfg.dp.loss_columns = "state_action"
         cfg.finetune.ema_decay = sched.get("ema", cfg.finetune.ema_decay)
         cfg.private = bool(sched.get("dp", 1.0))
         if "finecur" in sched:  # FineCur: curiosity in the fine-tune (else the checkpoint's setting, "auto" kept)

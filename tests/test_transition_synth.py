@@ -10,7 +10,7 @@ import torch
 
 from conftest import make_toy_dataset
 from privsynth.data.normalize import Normalizer
-from privsynth.errors import PrivacyError, SpaceMismatch
+from privsynth.errors import InvalidData, PrivacyError, SpaceMismatch
 from privsynth.synth.next_state import fit_public_normalizer
 from privsynth.synth import TransitionSynthesizer
 from privsynth.synth.config import DenoiserConfig, TransitionSynthConfig, cpu_config
@@ -144,7 +144,7 @@ def test_trajectory_unit_loss_uses_only_valid_rows_without_duplicates():
     picked = []
 
     class Spy(EDM):
-        def random_loss(self, x0, generator=None):
+        def random_loss(self, x0, generator=None, columns=None):
             picked.append(x0.detach().clone())
             return x0[..., 0]
 
@@ -167,7 +167,7 @@ def test_noise_multiplicity_averages_k_draws_per_record():
     shapes = []
 
     class Spy(EDM):
-        def random_loss(self, x0, generator=None):
+        def random_loss(self, x0, generator=None, columns=None):
             shapes.append(tuple(x0.shape))
             return torch.ones(x0.shape[:-1])
 
@@ -208,13 +208,14 @@ def test_resume_from_checkpoint_matches_uninterrupted_run(tmp_path, monkeypatch)
 dpsgd = pytest.importorskip("privsynth.privacy.dpsgd")
 
 
-@pytest.mark.parametrize("unit", ["transition", "trajectory"])
-def test_dp_finetune_keeps_public_normaliser_and_accounts(pretrained, tmp_path, unit):
+@pytest.mark.parametrize("unit,columns", [("transition", "all"), ("trajectory", "all"), ("transition", "state_action")])
+def test_dp_finetune_keeps_public_normaliser_and_accounts(pretrained, tmp_path, unit, columns):
     import dp_accounting as dpa
     from dp_accounting.rdp import rdp_privacy_accountant
 
     synth = TransitionSynthesizer.load(pretrained.save(tmp_path / "m.pt"))
     synth.config.dp.trajectory_batch_size = 4
+    synth.config.dp.loss_columns = columns
     mean0, std0 = synth.normalizer.mean.clone(), synth.normalizer.std.clone()
     ref = fit_public_normalizer([public_data()], synth.config.next_state)
     sens = sensitive_data()
@@ -244,6 +245,44 @@ def test_dp_finetune_keeps_public_normaliser_and_accounts(pretrained, tmp_path, 
     private = [ph for ph in card["phases"] if ph.get("private")]
     assert private and not any("seconds" in k for ph in private for k in ph)
     assert "seconds" in synth.history[-1]  # ... but the synthesizer's own history (reports, benchmarks) keeps them
+    assert synth.history[-1]["loss_columns"] == columns
+
+
+def test_state_action_loss_columns_leave_the_other_columns_out_of_the_gradient(pretrained):
+    """dp.loss_columns = "state_action": the per-record loss (what DP-SGD clips) has no gradient through the reward,
+    next-state and flag outputs, and a full one through the state and action outputs."""
+    from privsynth.synth.config import EDMConfig
+    from privsynth.synth.edm import EDM
+
+    cols = pretrained._loss_columns("state_action")
+    kept = pretrained.obs_dim + pretrained.act_dim
+    assert cols.shape == (pretrained.data_dim,) and cols[:kept].eq(1).all() and cols[kept:].eq(0).all()
+    assert pretrained._loss_columns("all") is None
+    with pytest.raises(InvalidData, match="loss_columns"):
+        pretrained._loss_columns("reward")
+
+    class Shift(torch.nn.Module):  # F(x, c) = x + b: the gradient on b is the gradient on each output column
+        def __init__(self, d):
+            super().__init__()
+            self.b = torch.nn.Parameter(torch.zeros(d))
+
+        def forward(self, x, c_noise):
+            return x + self.b
+
+    d = pretrained.data_dim
+    grads = {}
+    for name, columns in (("state_action", cols), ("all", None)):
+        net = Shift(d)
+        torch.manual_seed(0)
+        UnitLoss(EDM(net, EDMConfig()), columns=columns, multiplicity=2)(torch.randn(8, d)).sum().backward()
+        grads[name] = net.b.grad.abs()
+    assert grads["state_action"][kept:].max().item() == 0.0 and grads["state_action"][:kept].min().item() > 0.0
+    assert grads["all"].min().item() > 0.0
+    x0, sigma, noise = torch.randn(4, d), torch.full((4,), 0.7), torch.randn(4, d)
+    edm = EDM(Shift(d), EDMConfig())
+    err = (edm.denoise(x0 + 0.7 * noise, sigma) - x0).pow(2)
+    torch.testing.assert_close(edm.loss(x0, sigma, noise, cols) / edm.loss(x0, sigma, noise),
+                               err[:, :kept].mean(-1) / err.mean(-1))
 
 
 def test_nonprivate_ablation_is_marked(pretrained, tmp_path):

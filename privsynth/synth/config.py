@@ -100,6 +100,11 @@ class DPConfig:
     transitions_per_trajectory: int = 32  # unit=trajectory: transitions of the trajectory used per step (no duplication)
     trajectory_batch_size: int = 32  # unit=trajectory: expected trajectories per step (PrivORL-J batch 32)
     noise_multiplier: float | None = None  # None = calibrate to epsilon
+    # which columns the DP fine-tune's loss averages (transition unit and rows without a schema): "all" (EDM's loss),
+    # or "state_action": the state and action columns only; every column still enters the network and is sampled.
+    # For releases whose simulator repair recomputes reward, next state and flags from (s, a), so the clipped
+    # gradient is spent on what the release keeps (issue 37, fourteenth round of docs/transfer.md)
+    loss_columns: Literal["all", "state_action"] = "all"
     # which denoiser parameters DP fine-tuning updates (the rest stay at their public pre-trained values; fewer noised
     # dimensions, Yu et al. 2021): "all", "head" (last residual block + output LayerNorm + output layer) or
     # "bias_norm" (every bias and LayerNorm parameter) or "lora" (rank-`lora_rank` adapters on every weight matrix

@@ -72,16 +72,23 @@ class EDM(nn.Module):
         z = torch.randn(shape, generator=generator)
         return (self.cfg.p_mean + self.cfg.p_std * z).exp()
 
-    def loss(self, x0: torch.Tensor, sigma: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        """Per-sample weighted loss λ(σ)·mean_j (D(x0 + σ n; σ) − x0)_j², shape ``x0.shape[:-1]``."""
-        denoised = self.denoise(x0 + sigma[..., None] * noise, sigma)
-        return loss_weight(sigma, self.cfg.sigma_data) * (denoised - x0).pow(2).mean(-1)
+    def loss(self, x0: torch.Tensor, sigma: torch.Tensor, noise: torch.Tensor,
+             columns: torch.Tensor | None = None) -> torch.Tensor:
+        """Per-sample weighted loss λ(σ)·mean_j (D(x0 + σ n; σ) − x0)_j², shape ``x0.shape[:-1]``.
 
-    def random_loss(self, x0: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        ``columns`` [D] (0/1): the mean runs over the columns marked 1 only (every column still enters the network);
+        None = every column, EDM's loss."""
+        denoised = self.denoise(x0 + sigma[..., None] * noise, sigma)
+        err = (denoised - x0).pow(2)
+        per_row = err.mean(-1) if columns is None else (err * columns).sum(-1) / columns.sum()
+        return loss_weight(sigma, self.cfg.sigma_data) * per_row
+
+    def random_loss(self, x0: torch.Tensor, generator: torch.Generator | None = None,
+                    columns: torch.Tensor | None = None) -> torch.Tensor:
         """:meth:`loss` with σ and noise drawn here, one independent draw per row of ``x0`` [..., D]."""
         sigma = self.sample_sigma(tuple(x0.shape[:-1]), generator).to(x0)
         noise = torch.randn(x0.shape, generator=generator).to(x0)
-        return self.loss(x0, sigma, noise)
+        return self.loss(x0, sigma, noise, columns)
 
 
 def heun_gamma(sigma: float, steps: int, s_churn: float, s_tmin: float, s_tmax: float) -> float:

@@ -75,6 +75,7 @@ class UnitLoss(nn.Module):
     * unit ``trajectory``: ``forward(x [B, L, D], mask [B, L])``; per trajectory, up to ``per_unit`` of its valid
       transitions are picked at random (without replacement) and their losses averaged, so the clipped gradient is the
       whole trajectory's contribution.
+    * ``columns`` [D] (0/1, optional): the loss averages the marked columns only (``dp.loss_columns``).
     * FineCur: when ``curiosity_rows`` is set, each unit's loss is ``(1 − rate)·real + rate·synthetic`` where the
       synthetic row is a top-novelty sample of the current model (a function of already-private weights).
 
@@ -83,20 +84,22 @@ class UnitLoss(nn.Module):
     batch position, so a replayable stream would let one unit change the others' clipped gradients.
     """
 
-    def __init__(self, edm: EDM, *, multiplicity: int = 1, per_unit: int = 32, rate: float = 0.0) -> None:
+    def __init__(self, edm: EDM, *, multiplicity: int = 1, per_unit: int = 32, rate: float = 0.0,
+                 columns: torch.Tensor | None = None) -> None:
         super().__init__()
         self.edm = edm
         self.multiplicity = max(int(multiplicity), 1)
         self.per_unit = max(int(per_unit), 1)
         self.rate = rate
+        self.columns = columns
         self.curiosity_rows: torch.Tensor | None = None
 
     def _rows_loss(self, x: torch.Tensor) -> torch.Tensor:
         """x [B, D] -> [B] with noise multiplicity."""
         if self.multiplicity == 1:
-            return self.edm.random_loss(x)
+            return self.edm.random_loss(x, columns=self.columns)
         xs = x[:, None, :].expand(x.shape[0], self.multiplicity, x.shape[1])
-        return self.edm.random_loss(xs).mean(-1)
+        return self.edm.random_loss(xs, columns=self.columns).mean(-1)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         if x.ndim == 2:
@@ -112,7 +115,7 @@ class UnitLoss(nn.Module):
             if self.multiplicity > 1:
                 sel = sel.repeat_interleave(self.multiplicity, dim=1)
                 sel_valid = sel_valid.repeat_interleave(self.multiplicity, dim=1)
-            per_row = self.edm.random_loss(sel)
+            per_row = self.edm.random_loss(sel, columns=self.columns)
             loss = (per_row * sel_valid).sum(1) / sel_valid.sum(1).clamp_min(1.0)
         rows = self.curiosity_rows
         if rows is not None and rows.shape[0] > 0 and self.rate > 0:
@@ -421,6 +424,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
             multiplicity=dpc.noise_multiplicity,
             per_unit=dpc.transitions_per_trajectory,
             rate=cfg.curiosity.rate if finecur else 0.0,
+            columns=self._loss_columns(dpc.loss_columns),
         )
         mixer = self._make_mixer() if finecur and cfg.curiosity.rate > 0 else None
         # N is private under add/remove: everything sized by it (the batch cap, the curiosity refresh, q and the
@@ -503,6 +507,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
                 "sample_rate": result.sample_rate,
                 "noise_multiplier": result.noise_multiplier,
                 "noise_multiplicity": dpc.noise_multiplicity,
+                "loss_columns": dpc.loss_columns,
                 "trainable": trainable,
                 "target_epsilon": float(epsilon),
                 "epsilon": result.epsilon,
@@ -515,6 +520,19 @@ class TransitionSynthesizer(NetworkSynthesizer):
             }
         )
         return self
+
+    def _loss_columns(self, which: str) -> torch.Tensor | None:
+        """The DP fine-tune's loss columns: None (every column) or a 0/1 mask over the state and action columns, for
+        releases whose simulator repair recomputes reward, next state and flags from (s, a) (``dp.loss_columns``)."""
+        if which == "all":
+            return None
+        if which != "state_action":
+            raise InvalidData(f"unknown dp.loss_columns '{which}': choose 'all' or 'state_action'")
+        if self.codec is not None:
+            raise InvalidData("dp.loss_columns='state_action' needs rows without a schema (one-hot columns); use 'all'")
+        keep = torch.zeros(self.data_dim)
+        keep[: int(self.obs_dim) + int(self.act_dim)] = 1.0
+        return keep
 
     @staticmethod
     def _dp_train(dp_train, loss_module, items, dp_cfg, tc, on_step, progress, epsilon, unit, n_units_noisy):
