@@ -9,7 +9,7 @@ kind (20k updates, batched) and print the share of the public-to-real gap closed
 
 Schedule keys: epochs, lr, batch (DP fine-tune), clip (max_grad_norm), ema (EMA decay), mult (noise multiplicity K:
 diffusion-noise draws per record averaged inside its one clipped gradient, DPDM), cols=1 (the DP loss averages
-the state and action columns only, which the simulator repair keeps: dp.loss_columns = "state_action"), lora (rank R of low-rank
+the state and action columns only, which the simulator repair keeps: dp.fit_columns = "state_action"), lora (rank R of low-rank
 adapters plus biases and norms instead of every parameter: dp.trainable = "lora"), finecur=0/1 (curiosity during the
 DP fine-tune, FineCur; else the checkpoint's setting), rho=R (with finecur=1: the share of each fine-tune batch
 replaced by the most novel pool rows, curiosity.rate; else the checkpoint's, the paper's 0.3), pol=E (a DP behaviour policy at
@@ -99,8 +99,8 @@ def main() -> None:
         cfg.finetune.batch_size = int(sched.get("batch", cfg.finetune.batch_size))
         cfg.dp.max_grad_norm = sched.get("clip", cfg.dp.max_grad_norm)
         cfg.dp.noise_multiplicity = int(sched.get("mult", cfg.dp.noise_multiplicity))
-        if sched.get("cols"):  # the DP loss over the state and action columns only (dp.loss_columns)
-            cfg.dp.loss_columns = "state_action"
+        if sched.get("cols"):  # the DP loss over the state and action columns only (dp.fit_columns)
+            cfg.dp.fit_columns = "state_action"
         cfg.finetune.ema_decay = sched.get("ema", cfg.finetune.ema_decay)
         cfg.private = bool(sched.get("dp", 1.0))
         if "finecur" in sched:  # FineCur: curiosity in the fine-tune (else the checkpoint's setting, "auto" kept)

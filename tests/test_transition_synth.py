@@ -215,7 +215,7 @@ def test_dp_finetune_keeps_public_normaliser_and_accounts(pretrained, tmp_path, 
 
     synth = TransitionSynthesizer.load(pretrained.save(tmp_path / "m.pt"))
     synth.config.dp.trajectory_batch_size = 4
-    synth.config.dp.loss_columns = columns
+    synth.config.dp.fit_columns = columns
     mean0, std0 = synth.normalizer.mean.clone(), synth.normalizer.std.clone()
     ref = fit_public_normalizer([public_data()], synth.config.next_state)
     sens = sensitive_data()
@@ -245,21 +245,21 @@ def test_dp_finetune_keeps_public_normaliser_and_accounts(pretrained, tmp_path, 
     private = [ph for ph in card["phases"] if ph.get("private")]
     assert private and not any("seconds" in k for ph in private for k in ph)
     assert "seconds" in synth.history[-1]  # ... but the synthesizer's own history (reports, benchmarks) keeps them
-    assert synth.history[-1]["loss_columns"] == columns
+    assert synth.history[-1]["fit_columns"] == columns
 
 
-def test_state_action_loss_columns_leave_the_other_columns_out_of_the_gradient(pretrained):
-    """dp.loss_columns = "state_action": the per-record loss (what DP-SGD clips) has no gradient through the reward,
+def test_state_action_fit_columns_leave_the_other_columns_out_of_the_gradient(pretrained):
+    """dp.fit_columns = "state_action": the per-record loss (what DP-SGD clips) has no gradient through the reward,
     next-state and flag outputs, and a full one through the state and action outputs."""
     from privsynth.synth.config import EDMConfig
     from privsynth.synth.edm import EDM
 
-    cols = pretrained._loss_columns("state_action")
+    cols = pretrained._fit_columns("state_action")
     kept = pretrained.obs_dim + pretrained.act_dim
     assert cols.shape == (pretrained.data_dim,) and cols[:kept].eq(1).all() and cols[kept:].eq(0).all()
-    assert pretrained._loss_columns("all") is None
-    with pytest.raises(InvalidData, match="loss_columns"):
-        pretrained._loss_columns("reward")
+    assert pretrained._fit_columns("all") is None
+    with pytest.raises(InvalidData, match="fit_columns"):
+        pretrained._fit_columns("reward")
 
     class Shift(torch.nn.Module):  # F(x, c) = x + b: the gradient on b is the gradient on each output column
         def __init__(self, d):

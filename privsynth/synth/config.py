@@ -104,7 +104,7 @@ class DPConfig:
     # or "state_action": the state and action columns only; every column still enters the network and is sampled.
     # For releases whose simulator repair recomputes reward, next state and flags from (s, a), so the clipped
     # gradient is spent on what the release keeps (issue 37, fourteenth round of docs/transfer.md)
-    loss_columns: Literal["all", "state_action"] = "all"
+    fit_columns: Literal["all", "state_action"] = "all"
     # which denoiser parameters DP fine-tuning updates (the rest stay at their public pre-trained values; fewer noised
     # dimensions, Yu et al. 2021): "all", "head" (last residual block + output LayerNorm + output layer) or
     # "bias_norm" (every bias and LayerNorm parameter) or "lora" (rank-`lora_rank` adapters on every weight matrix

@@ -75,7 +75,7 @@ class UnitLoss(nn.Module):
     * unit ``trajectory``: ``forward(x [B, L, D], mask [B, L])``; per trajectory, up to ``per_unit`` of its valid
       transitions are picked at random (without replacement) and their losses averaged, so the clipped gradient is the
       whole trajectory's contribution.
-    * ``columns`` [D] (0/1, optional): the loss averages the marked columns only (``dp.loss_columns``).
+    * ``columns`` [D] (0/1, optional): the loss averages the marked columns only (``dp.fit_columns``).
     * FineCur: when ``curiosity_rows`` is set, each unit's loss is ``(1 − rate)·real + rate·synthetic`` where the
       synthetic row is a top-novelty sample of the current model (a function of already-private weights).
 
@@ -424,7 +424,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
             multiplicity=dpc.noise_multiplicity,
             per_unit=dpc.transitions_per_trajectory,
             rate=cfg.curiosity.rate if finecur else 0.0,
-            columns=self._loss_columns(dpc.loss_columns),
+            columns=self._fit_columns(dpc.fit_columns),
         )
         mixer = self._make_mixer() if finecur and cfg.curiosity.rate > 0 else None
         # N is private under add/remove: everything sized by it (the batch cap, the curiosity refresh, q and the
@@ -507,7 +507,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
                 "sample_rate": result.sample_rate,
                 "noise_multiplier": result.noise_multiplier,
                 "noise_multiplicity": dpc.noise_multiplicity,
-                "loss_columns": dpc.loss_columns,
+                "fit_columns": dpc.fit_columns,
                 "trainable": trainable,
                 "target_epsilon": float(epsilon),
                 "epsilon": result.epsilon,
@@ -521,15 +521,15 @@ class TransitionSynthesizer(NetworkSynthesizer):
         )
         return self
 
-    def _loss_columns(self, which: str) -> torch.Tensor | None:
+    def _fit_columns(self, which: str) -> torch.Tensor | None:
         """The DP fine-tune's loss columns: None (every column) or a 0/1 mask over the state and action columns, for
-        releases whose simulator repair recomputes reward, next state and flags from (s, a) (``dp.loss_columns``)."""
+        releases whose simulator repair recomputes reward, next state and flags from (s, a) (``dp.fit_columns``)."""
         if which == "all":
             return None
         if which != "state_action":
-            raise InvalidData(f"unknown dp.loss_columns '{which}': choose 'all' or 'state_action'")
+            raise InvalidData(f"unknown dp.fit_columns '{which}': choose 'all' or 'state_action'")
         if self.codec is not None:
-            raise InvalidData("dp.loss_columns='state_action' needs rows without a schema (one-hot columns); use 'all'")
+            raise InvalidData("dp.fit_columns='state_action' needs rows without a schema (one-hot columns); use 'all'")
         keep = torch.zeros(self.data_dim)
         keep[: int(self.obs_dim) + int(self.act_dim)] = 1.0
         return keep
