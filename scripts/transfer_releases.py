@@ -13,10 +13,11 @@ puts them next to the suites' real-data and public-alone cells. Two post-process
   a saved default release with ``--schedule chain=100`` (``rows_from``): the route applies the same
   ``chain_rollouts`` to the same repaired rows, so the two are the same release.
 
-Two fine-tunes count, each its own row: ``dp`` (no curiosity in the DP fine-tune, the default to round 10) and
-``dp+finecur`` (``finecur=1``: FineCur, the ``cpu`` default on locomotion since). A saved default release given its
-agents later (``--rows-from REL.npz --schedule seed=S[,finecur=1]``, its own seed and fine-tune) counts as that
-release.
+Each fine-tune is its own row: ``dp`` (no curiosity in the DP fine-tune, the default to round 10) and
+``dp+finecur`` (``finecur=1``: FineCur, the ``cpu`` default on locomotion above ε = 1 since), each with ``+sa`` when
+its DP loss covered the state and action columns only (``cols=1``, or ``fit_columns`` on the line: the default on
+locomotion above ε = 1 since round 14). A saved default release given its agents later (``--rows-from REL.npz
+--schedule seed=S[,finecur=1][,cols=1]``, its own seed and fine-tune) counts as that release.
 
 The Hopper ablation suite (``evaluation/suites/transfer_hopper_ablations.yaml``, tenth round) made its ``default``
 and ``finecur`` releases the same way (the suite's pre-trained checkpoint, the release route at ``postprocess: auto``
@@ -64,11 +65,12 @@ ABLATIONS = {"hopper": ROOT / "evaluation/results/transfer_hopper_ablations/tabl
 ABLATION_VARIANTS = {"default": "dp", "finecur": "dp+finecur"}  # the suite's variants made at a default
 OUT = ROOT / "evaluation/results/transfer_releases"
 # keys a default-configuration schedule may carry (the seed is the release's; pair only adds a no-relabel twin)
-DEFAULT_KEYS = {"epochs", "seed", "route", "share", "pair", "finecur"}
+DEFAULT_KEYS = {"epochs", "seed", "route", "share", "pair", "finecur", "cols"}
 COLUMNS = ["env", "synthesizer", "epsilon", "agent", "release_seed", "seed", "final_score", "round", "postprocess",
            "finetune"]
 DEFAULT, ROLLOUT = "repair", "repair+rollout"  # the default above eps = 1; at eps <= 1 (and an option above)
 PLAIN, FINECUR = "dp", "dp+finecur"  # the DP fine-tune without curiosity (to round 10), with it (locomotion since)
+STATE_ACTION = "+sa"  # suffix: the DP loss over the state and action columns only (dp.fit_columns, round 14)
 
 
 def is_default(line: dict) -> bool:
@@ -80,14 +82,16 @@ def is_default(line: dict) -> bool:
 
 def default_schedule(s: dict[str, float]) -> bool:
     """True for a schedule at a default configuration: the release route, 150 DP epochs, relabel share 0.1, a
-    synthesizer seed, with or without FineCur (``finecur=1``)."""
+    synthesizer seed, with or without FineCur (``finecur=1``) and the state-action loss (``cols=1``)."""
     return (set(s) <= DEFAULT_KEYS and s.get("route") == 1 and s.get("epochs") == 150 and s.get("share", 0.1) == 0.1
             and "seed" in s and s.get("finecur", 1.0) == 1.0)
 
 
-def finetune(schedule: dict[str, float]) -> str:
-    """The fine-tune a default release had: with curiosity (FineCur) or without."""
-    return FINECUR if schedule.get("finecur") == 1.0 else PLAIN
+def finetune(schedule: dict[str, float], fit_columns: str | None = None) -> str:
+    """The fine-tune a default release had: with curiosity (FineCur) or without, and with ``+sa`` when its DP loss
+    covered the state and action columns only (``cols=1``, or the route's resolved ``fit_columns`` on the line)."""
+    tune = FINECUR if schedule.get("finecur") == 1.0 else PLAIN
+    return tune + STATE_ACTION if schedule.get("cols") == 1.0 or fit_columns == "state_action" else tune
 
 
 def _saved_schedule(name: str) -> tuple[str, dict[str, float]]:
@@ -120,13 +124,12 @@ def configuration(line: dict, lines: list[dict]) -> tuple[str, dict] | None:
         return None
     if sched_here == {"chain": float(CHAIN_HORIZON)}:
         post = ROLLOUT
-    elif sched_here and set(sched_here) <= {"seed", "finecur"}:
+    elif sched_here and set(sched_here) <= {"seed", "finecur", "cols"}:
         post = DEFAULT
     else:
         return None
     env, sched = _saved_schedule(line["rows_from"])
-    if post == DEFAULT and (sched.get("seed") != sched_here.get("seed")
-                            or sched.get("finecur") != sched_here.get("finecur")):
+    if post == DEFAULT and any(sched.get(k) != sched_here.get(k) for k in ("seed", "finecur", "cols")):
         return None  # the re-read line must name the saved release's own seed and fine-tune
     sources = [x for x in lines if is_default(x) and x["env"] == env and x["schedule"] == sched
                and "chain_horizon" not in (x.get("postprocess") or {})]
@@ -178,7 +181,7 @@ def cells(studies: pathlib.Path = STUDIES, suites: dict[str, pathlib.Path] = SUI
                 out.append({"env": line["env"], "synthesizer": "privorl-n", "epsilon": float(release["epsilon"]),
                             "agent": agent, "release_seed": int(release["schedule"]["seed"]), "seed": seed,
                             "final_score": float(score), "round": line.get("round", ""), "postprocess": post,
-                            "finetune": finetune(release["schedule"])})
+                            "finetune": finetune(release["schedule"], release.get("fit_columns"))})
     extra = ablation_cells(ablations)
     taken = {(r["env"], r["epsilon"], r["finetune"], r["release_seed"]) for r in out if r["release_seed"] != ""}
     clash = taken & {(r["env"], r["epsilon"], r["finetune"], r["release_seed"]) for r in extra}
@@ -193,7 +196,7 @@ def table(rows: list[dict]) -> tuple[str, list[dict]]:
 
     figures = []
     keys = sorted({(r["env"], r["agent"], r["epsilon"], r["postprocess"], r["finetune"]) for r in rows
-                   if r["release_seed"] != ""}, key=lambda k: (k[0], k[1], -k[2], k[4] != PLAIN, k[3] != DEFAULT))
+                   if r["release_seed"] != ""}, key=lambda k: (k[0], k[1], -k[2], k[4] != PLAIN, k[4], k[3] != DEFAULT))
     for env, agent, eps, post, tune in keys:
         mine = [r for r in rows if r["env"] == env and r["agent"] == agent]
         real = [r["final_score"] for r in mine if r["synthesizer"] == "real"]
@@ -217,8 +220,10 @@ def table(rows: list[dict]) -> tuple[str, list[dict]]:
              f"above ε = 1); `{ROLLOUT}`: the same releases with rollouts of {CHAIN_HORIZON} steps after the repair "
              "(the default at ε ≤ 1 since the ninth round, an option above). Fine-tune: "
              f"`{PLAIN}` without curiosity (the default to the tenth round), `{FINECUR}` with it (FineCur, the "
-             "`cpu` default on locomotion since). Each release: its own synthesizer seed, 50k rows, 3 agent seeds, "
-             "20k updates; interval: percentile bootstrap over releases (95%).", "",
+             f"`cpu` default on locomotion above ε = 1 since); `{STATE_ACTION}`: the DP loss over the state and "
+             "action columns only (the default on locomotion above ε = 1 since the fourteenth round). Each release: "
+             "its own synthesizer seed, 50k rows, 3 agent seeds, 20k updates; interval: percentile bootstrap over "
+             "releases (95%).", "",
              "| body | agent | ε | fine-tune | post-processing | real | public alone | releases | each release's gap "
              "closed (seed: value) | mean over releases | gap closed [95% over releases] |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -263,10 +268,12 @@ def plot(figures: list[dict], path: pathlib.Path) -> None:
     labels = []
     for i, f in enumerate(figures):
         vals = [v for v in f["per_release_gap"].values() if v is not None]
+        tune = f.get("finetune") or PLAIN
         labels.append(f"{f['env']}\n{f['agent']} ε={f['epsilon']:g}\n{f['postprocess']}"
-                      + ("\nFineCur" if f.get("finetune") == FINECUR else ""))
-        colour = ("tab:grey" if f["postprocess"] != DEFAULT else "tab:orange" if f.get("finetune") == FINECUR
-                  else "tab:blue")
+                      + ("\nFineCur" if tune.startswith(FINECUR) else "")
+                      + ("\ns,a loss" if tune.endswith(STATE_ACTION) else ""))
+        colour = ("tab:grey" if f["postprocess"] != DEFAULT else "tab:green" if tune.endswith(STATE_ACTION)
+                  else "tab:orange" if tune == FINECUR else "tab:blue")
         ax.scatter([i] * len(vals), vals, color=colour,
                    alpha=0.7, zorder=3)
         if f["gap"].point is not None:
@@ -275,8 +282,9 @@ def plot(figures: list[dict], path: pathlib.Path) -> None:
     ax.axhline(0.0, color="grey", lw=0.8)
     ax.set_xticks(range(len(figures)), labels, fontsize=6)
     ax.set_ylabel("share of gap closed")
-    ax.set_title(f"Each release (dots; blue: {DEFAULT}; orange: {DEFAULT} after a FineCur fine-tune, the default "
-                 f"above ε = 1; grey: {ROLLOUT}, the default at ε ≤ 1) and their mean (bar)", fontsize=9)
+    ax.set_title(f"Each release (dots; blue: {DEFAULT}; orange: {DEFAULT} after a FineCur fine-tune; green: the same "
+                 f"with the state-action loss, the default above ε = 1; grey: {ROLLOUT}, the default at ε ≤ 1) and "
+                 "their mean (bar)", fontsize=8)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -9,7 +9,8 @@ kind (20k updates, batched) and print the share of the public-to-real gap closed
 
 Schedule keys: epochs, lr, batch (DP fine-tune), clip (max_grad_norm), ema (EMA decay), mult (noise multiplicity K:
 diffusion-noise draws per record averaged inside its one clipped gradient, DPDM), cols=1 (the DP loss averages
-the state and action columns only, which the simulator repair keeps: dp.fit_columns = "state_action"), lora (rank R of low-rank
+the state and action columns only, which the simulator repair keeps: dp.fit_columns = "state_action"; cols=0 every
+column; without it the route's "auto", recorded in the line's fit_columns), lora (rank R of low-rank
 adapters plus biases and norms instead of every parameter: dp.trainable = "lora"), finecur=0/1 (curiosity during the
 DP fine-tune, FineCur; else the checkpoint's setting), rho=R (with finecur=1: the share of each fine-tune batch
 replaced by the most novel pool rows, curiosity.rate; else the checkpoint's, the paper's 0.3), pol=E (a DP behaviour policy at
@@ -99,8 +100,9 @@ def main() -> None:
         cfg.finetune.batch_size = int(sched.get("batch", cfg.finetune.batch_size))
         cfg.dp.max_grad_norm = sched.get("clip", cfg.dp.max_grad_norm)
         cfg.dp.noise_multiplicity = int(sched.get("mult", cfg.dp.noise_multiplicity))
-        if sched.get("cols"):  # the DP loss over the state and action columns only (dp.fit_columns)
-            cfg.dp.fit_columns = "state_action"
+        if "cols" in sched:  # the DP loss over the state and action columns only, or every column (dp.fit_columns;
+            # else "auto": the route resolves it, the state and action columns on locomotion above eps = 1)
+            cfg.dp.fit_columns = "state_action" if sched["cols"] else "all"
         cfg.finetune.ema_decay = sched.get("ema", cfg.finetune.ema_decay)
         cfg.private = bool(sched.get("dp", 1.0))
         if "finecur" in sched:  # FineCur: curiosity in the fine-tune (else the checkpoint's setting, "auto" kept)
@@ -194,6 +196,8 @@ def main() -> None:
                "dp_steps": synth.history[-1]["steps"] if kind in ("dp", "nodp") else 0,
                "noise_multiplier": synth.history[-1].get("noise_multiplier") if kind == "dp" else None,
                "finetune_and_sample_s": round(ft, 1), "postprocess": post, "policy": pol, "epsilon_spent": route_spent}
+        if kind in ("dp", "nodp"):  # the loss columns the fine-tune fitted (resolved from "auto" by the route)
+            out["fit_columns"] = synth.history[-1].get("fit_columns", "all")
         variants = [("", rows)]
         if kind == "dp" and sched.get("route") and sched.get("pair"):
             variants.append(("no relabel (same fine-tune, same first draw)", paired))

@@ -155,6 +155,7 @@ def _privorl_n_locomotion_default(sens: OfflineDataset, tmp: Path) -> dict:
                      out_dataset="privsynth/neighbour-hopper-v0", overwrite=True, progress=False, policy_share=0.1)
     assert res.dataset.info.extra["postprocess"]["steps"]["resimulate"]  # the default applied
     assert res.dataset.info.extra["policy_relabel"]["epsilon"] > 0  # and the DP action relabel before it
+    assert res.synthesizer.history[-1]["fit_columns"] == "state_action"  # the loss over what the repair keeps
     return {"release": minari_metadata("privsynth/neighbour-hopper-v0"), "card": res.dataset.info.privacy_card,
             "info": res.dataset.info.to_dict()}
 
@@ -174,6 +175,7 @@ def _privorl_n_locomotion_rollout(sens: OfflineDataset, tmp: Path) -> dict:
                      progress=False)
     assert res.dataset.info.extra["postprocess"]["steps"]["rollout"]  # the default at this budget
     assert res.dataset.info.extra["policy_relabel"]["epsilon"] > 0
+    assert res.synthesizer.history[-1]["fit_columns"] == "all"
     return {"release": minari_metadata("privsynth/neighbour-hopper-rollout-v0"),
             "card": res.dataset.info.privacy_card, "info": res.dataset.info.to_dict()}
 

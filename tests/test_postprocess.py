@@ -521,10 +521,11 @@ def test_a_locomotion_release_is_repaired_by_default_and_not_when_asked(tmp_path
 
 
 @pytest.mark.slow
-def test_release_resolves_auto_finecur_at_the_release_budget(monkeypatch, tmp_path):
-    """Through a release, ``"auto"`` FineCur reads the release's budget, not the fine-tune's share of it: at ε = 1.05
-    the fine-tune gets less than 1 (the relabel's share is spent apart) yet FineCur runs, at ε = 1 it does not; the
-    config on the card says what ran."""
+def test_release_resolves_auto_finecur_and_fit_columns_at_the_release_budget(monkeypatch, tmp_path):
+    """Through a release, ``"auto"`` FineCur and ``"auto"`` loss columns read the release's budget, not the
+    fine-tune's share of it: at ε = 1.05 the fine-tune gets less than 1 (the relabel's share is spent apart) yet
+    FineCur runs and the loss covers the state and action columns only (the repair recomputes the rest), at ε = 1
+    neither; the config on the card says what ran."""
     from privsynth.release import synthesize
     from privsynth.release.postprocess import LOW_EPSILON
     from test_transition_synth import tiny_config
@@ -536,9 +537,11 @@ def test_release_resolves_auto_finecur_at_the_release_budget(monkeypatch, tmp_pa
     for eps in (LOW_EPSILON, LOW_EPSILON * 1.05):
         cfg = tiny_config()
         cfg.finetune.max_steps = 3
-        assert cfg.finetune_curiosity == "auto"
+        assert cfg.finetune_curiosity == "auto" and cfg.dp.fit_columns == "auto"
         res = synthesize(sens, public=[public], epsilon=eps, delta=1e-3, config=cfg, n=40, progress=False)
         fine = [h for h in res.synthesizer.history if h.get("phase") == "finetune"][-1]
         assert fine["target_epsilon"] < LOW_EPSILON  # the fine-tune's own share is under the bound either way
-        ran[eps] = (fine["finetune_curiosity"], res.synthesizer.config.finetune_curiosity)
-    assert ran == {LOW_EPSILON: (False, False), LOW_EPSILON * 1.05: (True, True)}
+        ran[eps] = (fine["finetune_curiosity"], res.synthesizer.config.finetune_curiosity, fine["fit_columns"],
+                    res.dataset.info.privacy_card["config"]["dp"]["fit_columns"])
+    assert ran == {LOW_EPSILON: (False, False, "all", "all"),
+                   LOW_EPSILON * 1.05: (True, True, "state_action", "state_action")}

@@ -29,6 +29,12 @@ def test_only_default_rows_count():
     assert m.is_default(finecur) and m.finetune(finecur["schedule"]) == m.FINECUR
     assert m.finetune(base["schedule"]) == m.PLAIN
     assert not m.is_default({**base, "schedule": {**base["schedule"], "finecur": 0.0}})
+    # the state-action loss (round 14): asked for with cols=1, or resolved by the route and recorded on the line
+    sa = {**finecur, "schedule": {**finecur["schedule"], "cols": 1.0}}
+    assert m.is_default(sa) and m.finetune(sa["schedule"]) == m.FINECUR + m.STATE_ACTION
+    assert m.finetune(finecur["schedule"], "state_action") == m.FINECUR + m.STATE_ACTION
+    assert m.finetune(finecur["schedule"], "all") == m.FINECUR
+    assert m.finetune({**finecur["schedule"], "cols": 0.0}) == m.FINECUR
 
 
 def test_gap_over_releases_uses_release_means(tmp_path):

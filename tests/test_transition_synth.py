@@ -375,6 +375,46 @@ def test_auto_finecur_reads_the_environment_only():
     assert finetune_curiosity_for(True, maze) is True and finetune_curiosity_for(False, hopper) is False
 
 
+def test_auto_fit_columns_read_public_facts_only():
+    """``dp.fit_columns = "auto"`` (every preset but the paper's): the state and action columns for a transition-unit
+    MuJoCo locomotion release whose post-processing recomputes next state, reward and flag above ε = 1; every column
+    otherwise (PointMaze, data without an environment, an environment this machine cannot make, a trajectory unit,
+    no or a partial repair, ε ≤ 1); a set value is kept."""
+    from test_postprocess import _hopper_rollout
+
+    from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze
+    from privsynth.release.postprocess import LOW_EPSILON, SCRATCH_MAZE_DEFAULT, default_steps
+    from privsynth.synth.config import demo_config, paper_config
+    from privsynth.synth.transition import fit_columns_for
+
+    hopper = _hopper_rollout(20, seed=1).info
+    maze = generate_pointmaze(PointMazeConfig(maze="umaze", steps=20, seed=2, ref_episodes=1), progress=False).info
+    repair = default_steps(hopper, epsilon=10.0)
+
+    def auto(info, steps=repair, epsilon=10.0, unit="transition"):
+        return fit_columns_for("auto", info, steps=steps, epsilon=epsilon, unit=unit)
+
+    assert auto(hopper) == "state_action" and auto(hopper, steps=True) == "state_action"
+    assert auto(hopper, steps=default_steps(hopper, epsilon=LOW_EPSILON), epsilon=LOW_EPSILON) == "all"
+    assert auto(hopper, steps="clip,resimulate") == "all" and auto(hopper, steps=None) == "all"
+    assert auto(hopper, unit="trajectory") == "all"
+    assert auto(maze, steps=SCRATCH_MAZE_DEFAULT) == "all"
+    assert auto(sensitive_data().info) == "all"  # no environment
+    assert auto(dataclasses.replace(hopper, env_id="NoSuchEnv-v0")) == "all"  # cannot make
+    assert fit_columns_for("all", hopper, steps=repair, epsilon=10.0, unit="transition") == "all"
+    assert fit_columns_for("state_action", maze, steps=None, epsilon=1.0, unit="transition") == "state_action"
+    assert cpu_config().dp.fit_columns == demo_config().dp.fit_columns == "auto"
+    assert paper_config().dp.fit_columns == "all"
+
+
+def test_auto_fit_columns_outside_a_release_fit_every_column(pretrained, tmp_path):
+    """A fine-tune called directly (no release, so no repair) with ``"auto"`` fits every column."""
+    synth = TransitionSynthesizer.load(pretrained.save(tmp_path / "m.pt"))
+    assert synth.config.dp.fit_columns == "auto"
+    synth.finetune(sensitive_data(), 10.0, 1e-3, progress=False)
+    assert synth.history[-1]["fit_columns"] == "all"
+
+
 def test_auto_finecur_runs_the_mixer_on_locomotion_only(pretrained, tmp_path):
     """The preset's ``"auto"``: a fine-tune on data without a MuJoCo environment runs without the mixer, one on
     Hopper rows with it (the history says which)."""

@@ -100,11 +100,13 @@ class DPConfig:
     transitions_per_trajectory: int = 32  # unit=trajectory: transitions of the trajectory used per step (no duplication)
     trajectory_batch_size: int = 32  # unit=trajectory: expected trajectories per step (PrivORL-J batch 32)
     noise_multiplier: float | None = None  # None = calibrate to epsilon
-    # which columns the DP fine-tune's loss averages (transition unit and rows without a schema): "all" (EDM's loss),
-    # or "state_action": the state and action columns only; every column still enters the network and is sampled.
-    # For releases whose simulator repair recomputes reward, next state and flags from (s, a), so the clipped
-    # gradient is spent on what the release keeps (issue 37, fourteenth round of docs/transfer.md)
-    fit_columns: Literal["all", "state_action"] = "all"
+    # which columns the DP fine-tune's loss averages (rows without a schema): "all" (EDM's loss), or "state_action":
+    # the state and action columns only (every column still enters the network and is sampled), so the clipped
+    # gradient is spent on what a release keeps when the simulator repair recomputes reward, next state and flag
+    # from (s, a). "auto": "state_action" for a transition-unit MuJoCo locomotion release whose repair recomputes
+    # them, above LOW_EPSILON; "all" otherwise, and in a fine-tune called outside a release
+    # (privsynth.synth.transition.fit_columns_for; issue 37, fourteenth round of docs/transfer.md)
+    fit_columns: Literal["all", "state_action", "auto"] = "auto"
     # which denoiser parameters DP fine-tuning updates (the rest stay at their public pre-trained values; fewer noised
     # dimensions, Yu et al. 2021): "all", "head" (last residual block + output LayerNorm + output layer) or
     # "bias_norm" (every bias and LayerNorm parameter) or "lora" (rank-`lora_rank` adapters on every weight matrix
@@ -172,6 +174,7 @@ def paper_config() -> TransitionSynthConfig:
     """PrivORL-n as in the paper: W=1024, L=6, 10 + 5 epochs, batch 128, Heun-128 sampling."""
     cfg = TransitionSynthConfig()
     cfg.sampler.method = "heun"
+    cfg.dp.fit_columns = "all"  # the paper's loss over every column
     return cfg
 
 
