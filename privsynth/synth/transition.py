@@ -96,6 +96,7 @@ def fit_columns_for(setting: str, info: Any, *, steps: Any, epsilon: float, unit
     except PrivsynthError:  # an environment this machine cannot make: no simulator repairs the rows
         return "all"
 
+
 FORMAT = "privsynth.transition-synth/1"
 
 
