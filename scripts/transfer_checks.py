@@ -54,7 +54,8 @@ def groups(lines: list[dict]) -> dict[tuple, list[tuple[dict, float]]]:
         post, release = found
         for agent in ("iql", "td3bc"):
             gap = line.get(f"{agent}_gap_closed")
-            key = (line["env"], agent, float(release["epsilon"]), rel.finetune(release["schedule"], release.get("fit_columns")), post)
+            tune = rel.finetune(release["schedule"], release.get("fit_columns"))
+            key = (line["env"], agent, float(release["epsilon"]), tune, post)
             if gap is None or (key, release["schedule"]["seed"]) in seen:  # a release counts once per group
                 continue
             seen.add((key, release["schedule"]["seed"]))

@@ -17,8 +17,6 @@ from privsynth.data.schema import RowCodec, Schema, load_schema
 from privsynth.data.validity import check_release
 from privsynth.errors import InvalidData
 
-
-
 GEN = load_script("make_icu_cohort")
 
 

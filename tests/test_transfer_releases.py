@@ -9,7 +9,6 @@ import pytest
 from conftest import load_script
 
 
-
 def _script():
     return load_script("transfer_releases")
 

@@ -378,14 +378,14 @@ def test_auto_finecur_reads_the_environment_only():
 def test_auto_fit_columns_read_public_facts_only():
     """``dp.fit_columns = "auto"`` (every preset but the paper's): the state and action columns for a transition-unit
     MuJoCo locomotion release whose post-processing recomputes next state, reward and flag above ε = 1; every column
-    otherwise (PointMaze, data without an environment, an environment this machine cannot make, a trajectory unit,
-    no or a partial repair, ε ≤ 1); a set value is kept."""
+    otherwise (PointMaze, data without an environment, an environment this machine cannot make, a schema, a
+    trajectory unit, no or a partial repair, ε ≤ 1); a set value is kept."""
     from test_postprocess import _hopper_rollout
 
     from privsynth.data.pointmaze import PointMazeConfig, generate_pointmaze
     from privsynth.release.postprocess import LOW_EPSILON, SCRATCH_MAZE_DEFAULT, default_steps
     from privsynth.synth.config import demo_config, paper_config
-    from privsynth.synth.transition import fit_columns_for
+    from privsynth.release.postprocess import fit_columns_for
 
     hopper = _hopper_rollout(20, seed=1).info
     maze = generate_pointmaze(PointMazeConfig(maze="umaze", steps=20, seed=2, ref_episodes=1), progress=False).info
@@ -401,6 +401,7 @@ def test_auto_fit_columns_read_public_facts_only():
     assert auto(maze, steps=SCRATCH_MAZE_DEFAULT) == "all"
     assert auto(sensitive_data().info) == "all"  # no environment
     assert auto(dataclasses.replace(hopper, env_id="NoSuchEnv-v0")) == "all"  # cannot make
+    assert auto(dataclasses.replace(hopper, schema={"columns": []})) == "all"  # a schema: one-hot columns
     assert fit_columns_for("all", hopper, steps=repair, epsilon=10.0, unit="transition") == "all"
     assert fit_columns_for("state_action", maze, steps=None, epsilon=1.0, unit="transition") == "state_action"
     assert cpu_config().dp.fit_columns == demo_config().dp.fit_columns == "auto"

@@ -297,6 +297,17 @@ def simulator_kind_of(info: DatasetInfo) -> str | None:
         env.close()
 
 
+def simulator_kind_or_none(info: DatasetInfo) -> str | None:
+    """:func:`simulator_kind_of`, with None for an environment this machine cannot make as well: for defaults that
+    turn something on only where a simulator repairs the rows (a public fact)."""
+    from privsynth.errors import PrivsynthError
+
+    try:
+        return simulator_kind_of(info)
+    except PrivsynthError:
+        return None
+
+
 def hidden_root_coords(env: Any) -> int | None:
     """How many leading qpos coordinates a MuJoCo environment's observation hides (k of ``qpos[k:] | qvel``, 0-3),
     or None when the observation is not of that form (e.g. Ant-v5's contact forces): then a row does not fix the

@@ -328,11 +328,10 @@ def synthesize(
 
             synth.config.finetune_curiosity = finetune_curiosity_for("auto", sens.info, epsilon)
         if getattr(getattr(synth.config, "dp", None), "fit_columns", None) == "auto":  # the columns the repair keeps
-            from privsynth.synth.transition import fit_columns_for
+            from privsynth.release.postprocess import fit_columns_for
 
-            synth.config.dp.fit_columns = ("all" if getattr(synth, "codec", None) is not None  # one-hot columns
-                                           else fit_columns_for("auto", sens.info, steps=postprocess,
-                                                                epsilon=epsilon, unit=unit))
+            synth.config.dp.fit_columns = fit_columns_for("auto", sens.info, steps=postprocess, epsilon=epsilon,
+                                                          unit=unit)
         # with a DP normaliser, DP-SGD gets what is left; the guard checks the composed total against epsilon
         synth.finetune(sens, epsilon - (normalizer_epsilon or 0.0) - (warm_epsilon if synth.warm_events else 0.0)
                        - policy_epsilon, delta, unit, progress=progress)

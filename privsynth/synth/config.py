@@ -105,7 +105,7 @@ class DPConfig:
     # gradient is spent on what a release keeps when the simulator repair recomputes reward, next state and flag
     # from (s, a). "auto": "state_action" for a transition-unit MuJoCo locomotion release whose repair recomputes
     # them, above LOW_EPSILON; "all" otherwise, in a fine-tune called outside a release, and in the no-privacy
-    # ablation (private = False) (privsynth.synth.transition.fit_columns_for; issue 37, fourteenth round of
+    # ablation (private = False) (privsynth.release.postprocess.fit_columns_for; issue 37, fourteenth round of
     # docs/transfer.md)
     fit_columns: Literal["all", "state_action", "auto"] = "auto"
     # which denoiser parameters DP fine-tuning updates (the rest stay at their public pre-trained values; fewer noised

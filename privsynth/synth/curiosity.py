@@ -43,13 +43,9 @@ def finetune_curiosity_for(setting: bool | str, info: Any, epsilon: float | None
         return bool(setting)
     if epsilon is not None and epsilon <= FINECUR_LOW_EPSILON:
         return False
-    from privsynth.data.env_adapters import simulator_kind_of
-    from privsynth.errors import PrivsynthError
+    from privsynth.data.env_adapters import simulator_kind_or_none
 
-    try:
-        return simulator_kind_of(info) == "mujoco"
-    except PrivsynthError:  # an environment this machine cannot make: no simulator to repair rows with
-        return False
+    return simulator_kind_or_none(info) == "mujoco"  # an environment this machine cannot make: no simulator
 
 
 class RND(nn.Module):

@@ -48,7 +48,6 @@ from privsynth.synth.checkpoint import read_checkpoint
 from privsynth.data.units import check_unit
 from privsynth.synth.base import NetworkSynthesizer, Unit
 from privsynth.synth.config import (
-    LOW_EPSILON,
     TrainConfig,
     TransitionSynthConfig,
     config_from_dict,
@@ -63,39 +62,7 @@ from privsynth.synth.plain_training import train_plain
 from privsynth.synth.rollback import FinetuneSnapshot
 from privsynth.synth.sampling import sample_dpm, sample_rows
 
-__all__ = ["TransitionSynthesizer", "UnitLoss", "FORMAT", "fit_columns_for", "REPAIRED_COLUMNS"]
-
-# the post-processing steps that recompute every column but the state and action from (s, a) in the simulator
-REPAIRED_COLUMNS = frozenset({"resimulate", "reward", "terminal"})
-
-
-def fit_columns_for(setting: str, info: Any, *, steps: Any, epsilon: float, unit: str) -> str:
-    """``dp.fit_columns`` for a release: a set value as it is; ``"auto"``: ``"state_action"`` for a transition-unit
-    release in a MuJoCo locomotion environment whose post-processing ``steps`` recompute next state, reward and flag
-    (:data:`REPAIRED_COLUMNS`) at a budget above :data:`~privsynth.synth.config.LOW_EPSILON`, else ``"all"``. Reads
-    the environment, the steps, the budget and the unit only (public facts).
-
-    Why (issue 37, docs/transfer.md, fourteenth round): on the transfer proxies at ε = 10, two releases per row, the
-    loss over the state and action columns closed 0.63 of the public-to-real gap on the mean of the three rows
-    (Hopper IQL, Hopper TD3+BC, Walker2d IQL) against 0.55 over every column; the repair throws the other columns'
-    fit away, yet they took their share of each record's clipped gradient. At ε = 1 (rolled out) it closed 0.36, as
-    every column does, so the bound keeps every column there."""
-    if setting != "auto":
-        return setting
-    if unit != "transition" or epsilon <= LOW_EPSILON or not steps:
-        return "all"
-    every = steps is True or steps == "all"  # every step (privsynth.release.postprocess.step_options)
-    names = set(steps.split(",") if isinstance(steps, str) else steps) if not every else set(REPAIRED_COLUMNS)
-    if not REPAIRED_COLUMNS <= names:
-        return "all"
-    from privsynth.data.env_adapters import simulator_kind_of
-    from privsynth.errors import PrivsynthError
-
-    try:
-        return "state_action" if simulator_kind_of(info) == "mujoco" else "all"
-    except PrivsynthError:  # an environment this machine cannot make: no simulator repairs the rows
-        return "all"
-
+__all__ = ["TransitionSynthesizer", "UnitLoss", "FORMAT"]
 
 FORMAT = "privsynth.transition-synth/1"
 
@@ -459,6 +426,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
             rate=cfg.curiosity.rate if finecur else 0.0,
             columns=self._fit_columns(dpc.fit_columns),
         )
+        fitted = "all" if loss_module.columns is None else "state_action"  # what the loss below averaged
         mixer = self._make_mixer() if finecur and cfg.curiosity.rate > 0 else None
         # N is private under add/remove: everything sized by it (the batch cap, the curiosity refresh, q and the
         # steps inside dp_train) uses the DP count Ñ, charged to the ledger with the run (privsynth.privacy.count)
@@ -540,7 +508,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
                 "sample_rate": result.sample_rate,
                 "noise_multiplier": result.noise_multiplier,
                 "noise_multiplicity": dpc.noise_multiplicity,
-                "fit_columns": "all" if dpc.fit_columns == "auto" else dpc.fit_columns,
+                "fit_columns": fitted,
                 "trainable": trainable,
                 "target_epsilon": float(epsilon),
                 "epsilon": result.epsilon,
@@ -561,7 +529,7 @@ class TransitionSynthesizer(NetworkSynthesizer):
         if which in ("all", "auto"):
             return None
         if which != "state_action":
-            raise InvalidData(f"unknown dp.fit_columns '{which}': choose 'all' or 'state_action'")
+            raise InvalidData(f"unknown dp.fit_columns '{which}': choose 'all', 'state_action' or 'auto'")
         if self.codec is not None:
             raise InvalidData("dp.fit_columns='state_action' needs rows without a schema (one-hot columns); use 'all'")
         keep = torch.zeros(self.data_dim)
