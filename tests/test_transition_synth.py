@@ -294,6 +294,27 @@ def test_nonprivate_ablation_is_marked(pretrained, tmp_path):
     assert card["private"] is False and card["nonprivate_finetunes"] == 1 and synth.ledger is None
 
 
+@pytest.mark.parametrize("columns", ["auto", "state_action"])
+def test_nonprivate_ablation_fits_the_columns_a_dp_finetune_would(pretrained, tmp_path, columns):
+    """The no-privacy control differs from the DP fine-tune in DP only: an explicit dp.fit_columns reaches its loss;
+    "auto" left unresolved (no release route) is every column, as for a DP fine-tune."""
+    synth = TransitionSynthesizer.load(pretrained.save(tmp_path / "m.pt"))
+    synth.config.private = False
+    synth.config.dp.fit_columns = columns
+    synth.config.finetune.max_steps = 2
+    seen = []
+    real = synth.model.random_loss
+    synth.model.random_loss = lambda x0, generator=None, columns=None: (seen.append(columns), real(x0, generator,
+                                                                                                   columns))[1]
+    synth.finetune(sensitive_data(), 10.0, 1e-3, progress=False)
+    assert seen and synth.history[-1]["fit_columns"] == ("all" if columns == "auto" else "state_action")
+    if columns == "auto":
+        assert all(c is None for c in seen)
+    else:
+        kept = synth.obs_dim + synth.act_dim
+        assert all(c is not None and c[:kept].eq(1).all() and c[kept:].eq(0).all() for c in seen)
+
+
 def test_finecur_ablation_trains_with_curiosity_rows(pretrained, tmp_path):
     synth = TransitionSynthesizer.load(pretrained.save(tmp_path / "m.pt"))
     synth.config.finetune_curiosity = True

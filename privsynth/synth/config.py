@@ -104,9 +104,9 @@ class DPConfig:
     # the state and action columns only (every column still enters the network and is sampled), so the clipped
     # gradient is spent on what a release keeps when the simulator repair recomputes reward, next state and flag
     # from (s, a). "auto": "state_action" for a transition-unit MuJoCo locomotion release whose repair recomputes
-    # them, above LOW_EPSILON; "all" otherwise, in a fine-tune called outside a release, and in the no-privacy
-    # ablation (private = False) (privsynth.release.postprocess.fit_columns_for; issue 37, fourteenth round of
-    # docs/transfer.md)
+    # them, above LOW_EPSILON; "all" otherwise and in a fine-tune called outside a release
+    # (privsynth.release.postprocess.fit_columns_for; issue 37, fourteenth round of docs/transfer.md). The no-privacy
+    # ablation (private = False) fits the same columns as the DP fine-tune it controls
     fit_columns: Literal["all", "state_action", "auto"] = "auto"
     # which denoiser parameters DP fine-tuning updates (the rest stay at their public pre-trained values; fewer noised
     # dimensions, Yu et al. 2021): "all", "head" (last residual block + output LayerNorm + output layer) or

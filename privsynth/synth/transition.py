@@ -302,13 +302,16 @@ class TransitionSynthesizer(NetworkSynthesizer):
         curiosity: bool,
         progress: bool,
         checkpoint: Path | None = None,
+        columns: torch.Tensor | None = None,
     ) -> None:
         """Non-private training loop (pre-training, or fine-tuning with ``private=False``): the shared
-        :func:`~privsynth.synth.plain_training.train_plain` with curiosity over rows."""
+        :func:`~privsynth.synth.plain_training.train_plain` with curiosity over rows; ``columns`` as in
+        :meth:`EDM.loss` (the no-privacy ablation's fine-tune fits the columns a DP one would)."""
         assert self.model is not None and self.ema is not None
         model = self.model
         mixer = self._make_mixer() if curiosity and self.config.curiosity.rate > 0 else None
-        stats = train_plain(model, self.ema, x, tc, loss=lambda b: model.random_loss(b).mean(), seed=self.config.seed,
+        stats = train_plain(model, self.ema, x, tc, loss=lambda b: model.random_loss(b, columns=columns).mean(),
+                            seed=self.config.seed,
                             phase=phase, mixer=mixer,
                             draw=lambda k, _gen: self._draw_normalised(model, k, self.config.curiosity.sample_steps),
                             refresh_every=self.config.curiosity.refresh_every, progress=progress, checkpoint=checkpoint)
@@ -405,10 +408,12 @@ class TransitionSynthesizer(NetworkSynthesizer):
         # public facts only: the environment and the budget (a release resolves "auto" at its whole budget before
         # this call, privsynth.release.pipeline; a direct call reads its own epsilon)
         finecur = finetune_curiosity_for(cfg.finetune_curiosity, sensitive.info, epsilon)
-        if not cfg.private:
-            self._train_plain(x, tc, phase="finetune", curiosity=finecur, progress=progress)
+        if not cfg.private:  # the same loss columns as a DP fine-tune ("auto" resolved by a route, else every one)
+            columns = self._fit_columns(cfg.dp.fit_columns)
+            self._train_plain(x, tc, phase="finetune", curiosity=finecur, progress=progress, columns=columns)
             self.nonprivate_finetunes += 1
-            self.history[-1].update({"unit": unit, "trainable": "all"})
+            self.history[-1].update({"unit": unit, "trainable": "all",
+                                     "fit_columns": "all" if columns is None else "state_action"})
             return self
         from privsynth.privacy.dpsgd import DPSGDConfig, dp_train
 
