@@ -157,6 +157,48 @@ def test_a_cell_made_under_another_preset_is_stale(tmp_path):
         assert _stale(cell, tmp_path, {}) is stale
 
 
+def test_a_finetune_default_leaves_a_pretrained_checkpoint_fresh(tmp_path):
+    """A pre-training cell (and the public model alone) hashes only what pre-training reads: a changed DP fine-tune
+    setting leaves it finished, while a DP cell re-runs. A record from before the fingerprint was scoped (it hashed
+    the whole configuration) is vouched for by its checkpoint when that holds today's pre-training configuration."""
+    from privsynth.evaluation import cells
+    from privsynth.evaluation.bench.execute import _stale
+    from privsynth.evaluation.bench.records import CellRecord, write_json
+    from privsynth.evaluation.bench.suite import Cell
+    from privsynth.synth import registry
+
+    from conftest import make_toy_dataset
+
+    base = {"synthesizer": "privorl-n", "config": {"preset": "tiny"}, "seed": 0}
+    other_dp = {**base, "config": {"preset": "tiny", "dp": {"max_grad_norm": 0.5}, "finetune": {"epochs": 7.0}}}
+    pre = cells.config_fingerprint("pretrain", base)
+    assert pre.startswith(cells.SCOPED) and pre == cells.config_fingerprint("pretrain", other_dp)
+    public = {**base, "finetune": "none", "epsilon": 0.0}
+    assert cells.config_fingerprint("synthesize", public) == pre
+    dp = {**base, "epsilon": 10.0}
+    assert cells.config_fingerprint("synthesize", dp) != cells.config_fingerprint("synthesize", {**other_dp,
+                                                                                                 "epsilon": 10.0})
+    assert cells.config_fingerprint("pretrain", {**base, "config": {"preset": "tiny", "pretrain": {"epochs": 9.0}}}) != pre
+
+    cells_dir = tmp_path / "cells"
+    cells_dir.mkdir()
+    cell = Cell(kind="pretrain", params=base, stage="pretrain", id="pretrain-x")
+    up = Cell(kind="synthesize", params=public, stage="synthesize_public", id="synthesize-p", upstream="pretrain-x")
+    for c in (cell, up):  # recorded under an older, unscoped fingerprint
+        write_json(cells_dir / f"{c.id}.json", CellRecord(id=c.id, kind=c.kind, stage=c.stage, params=c.params,
+                                                          extra={"config_fingerprint": "0123456789abcdef"}).to_json())
+    assert _stale(cell, cells_dir, {}) and _stale(up, cells_dir, {})  # no checkpoint to vouch
+    model = tmp_path / "artifacts" / "pretrain-x" / "model.pt"
+    model.parent.mkdir(parents=True)
+    synth = registry.make("privorl-n", preset="tiny").pretrain(make_toy_dataset(), progress=False)
+    synth.save(model)
+    assert cells.checkpoint_fingerprint(model) == pre
+    assert not _stale(cell, cells_dir, {}) and not _stale(up, cells_dir, {})
+    synth.config.pretrain.epochs = 9.0  # a checkpoint made under another pre-training schedule vouches for nothing
+    synth.save(model)
+    assert _stale(cell, cells_dir, {}) and _stale(up, cells_dir, {})
+
+
 def test_a_dry_run_counts_a_stale_cell_once(tmp_path, fake_kinds):
     suite = _suite(tmp_path, second_needs_first=True)  # train_real needs train: a stale train cell must plan once
     quiet = dict(progress=False, log=lambda _: None)

@@ -33,6 +33,7 @@ import hashlib
 import json
 import resource
 import time
+from pathlib import Path
 from typing import Any
 
 from privsynth.errors import InvalidData
@@ -95,17 +96,48 @@ def _split_config(spec: dict[str, Any] | None, name: str) -> tuple[str, dict[str
     return str(preset), deep_merge(spec, nested)
 
 
+# What pre-training reads of a PrivORL-n configuration: the network, EDM, curiosity, the pre-training schedule, the
+# next-state layout and the sampler (its curiosity pool's draws; the public model alone samples with it too). The DP
+# fine-tune's settings are not among them, so a changed fine-tune default leaves a pre-trained checkpoint, and the public
+# model alone sampled from it, as they were.
+PRETRAIN_SECTIONS = ("edm", "denoiser", "curiosity", "pretrain", "pretrain_curiosity", "next_state", "sampler")
+SCOPED = "pretrain:"  # prefix of a fingerprint over PRETRAIN_SECTIONS only
+
+
+def _digest(resolved: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(resolved, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def config_fingerprint(kind: str, params: dict[str, Any]) -> str | None:
     """A short hash of the configuration a PrivORL-n ``pretrain`` or ``synthesize`` cell resolves to, its preset
     expanded (seed left out). A cell is keyed by its suite parameters, so without this a cell made before a preset
     changed would still count as finished; the runner stores the fingerprint and re-runs a cell whose fingerprint no
-    longer matches. None for other kinds and synthesizers (their records are taken as they are)."""
+    longer matches. A pre-training cell, and the public model alone (``finetune: none``), hash only what pre-training
+    reads (:data:`PRETRAIN_SECTIONS`, prefixed :data:`SCOPED`). None for other kinds and synthesizers (their records
+    are taken as they are)."""
     if kind not in ("pretrain", "synthesize") or params.get("synthesizer", "privorl_n") not in ("privorl_n",
                                                                                                "privorl-n"):
         return None
     resolved = dataclasses.asdict(synth_config(params.get("config"), 0))
     resolved.pop("seed", None)
-    return hashlib.sha256(json.dumps(resolved, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    if kind == "pretrain" or params.get("finetune") == "none":
+        return SCOPED + _digest({k: resolved[k] for k in PRETRAIN_SECTIONS})
+    return _digest(resolved)
+
+
+def checkpoint_fingerprint(path: Path) -> str | None:
+    """The :data:`SCOPED` fingerprint of the configuration a saved PrivORL-n checkpoint holds (read as data, never
+    unpickled); None when there is no readable checkpoint. It vouches for a pre-training cell recorded under an
+    older, unscoped fingerprint: the checkpoint says what it was trained with."""
+    from privsynth.synth.checkpoint import read_checkpoint
+    from privsynth.synth.config import config_from_dict
+    from privsynth.synth.transition import FORMAT
+
+    try:
+        resolved = dataclasses.asdict(config_from_dict(read_checkpoint(path, FORMAT, "transition-synthesizer")["config"]))
+    except (InvalidData, KeyError, TypeError):
+        return None
+    return SCOPED + _digest({k: resolved[k] for k in PRETRAIN_SECTIONS})
 
 
 def _check_fixed_sections(config: Any, asked: dict[str, Any], cell_id: str) -> None:

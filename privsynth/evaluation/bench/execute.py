@@ -233,11 +233,24 @@ def _stale(cell: Cell, cells_dir: Path, upstreams: dict[str, CellRecord]) -> boo
     if not path.exists():
         return False
     rec = read_record(path)
-    if rec.config_fingerprint is not None and rec.config_fingerprint != _fingerprint(cell):
+    now = _fingerprint(cell)
+    if rec.config_fingerprint is not None and rec.config_fingerprint != now and not _vouched(cell, cells_dir, now):
         return True
     if not cell.upstream or cell.upstream not in upstreams:
         return False
     return rec.upstream_finished_at is not None and rec.upstream_finished_at != upstreams[cell.upstream].finished_at
+
+
+def _vouched(cell: Cell, cells_dir: Path, now: str | None) -> bool:
+    """A pre-training cell, or the public model alone sampled from one, recorded under an older fingerprint (one that
+    hashed the whole configuration, the DP fine-tune's settings too) whose checkpoint holds today's pre-training
+    configuration: the checkpoint it made, or samples, is what the cell would make now."""
+    from privsynth.evaluation import cells
+
+    if not now or not now.startswith(cells.SCOPED):
+        return False
+    owner = cell.id if cell.kind == "pretrain" else cell.upstream
+    return bool(owner) and cells.checkpoint_fingerprint(cells_dir.parent / "artifacts" / str(owner) / "model.pt") == now
 
 
 def _fingerprint(cell: Cell) -> str | None:
