@@ -200,3 +200,43 @@ def test_registry_public_only_row_reads_no_sensitive_record(tmp_path):
     path.write_text(textwrap.dedent(J_PUBLIC_ONLY.format(sens_seed=2, eps="1.0")))
     res = run_suite(load_suite(path, results_dir=tmp_path / "jbad"), progress=False, log=lambda _: None)
     assert res.failed == 1 and "epsilon: 0.0" in res.failures[0].error
+
+
+CHECKPOINT_DAY = """
+name: checkpoint_day
+workers: 1
+datasets:
+  public: {source: pointmaze, maze: open, steps: 600, seed: 1, dense: true, ref_episodes: 1}
+  sens:   {source: pointmaze, maze: umaze, steps: 600, seed: 2, dense: true, ref_episodes: 1, sensitive: true}
+defaults:
+  data: {public: [public], sensitive: sens}
+  config: {preset: cpu, denoiser: {width: 32, depth: 1}, pretrain: {epochs: 1, batch_size: 64},
+           pretrain_curiosity: false, sampler: {steps: 4}}
+stages:
+  - {name: pretrain, kind: pretrain, grid: {seed: [0]}, params: {config: {finetune: {epochs: 99.0, lr: 0.5}}}}
+  - name: synthesize
+    kind: synthesize
+    needs: {stage: pretrain}
+    grid: {epsilon: [null], seed: [0]}
+    params: {synthesizer: privorl-n, num_samples: 50, config: {finetune: {max_steps: 2}}}
+"""
+
+
+def test_a_synthesize_cell_fine_tunes_with_its_own_configuration_not_the_checkpoints(tmp_path):
+    """A checkpoint saves the fine-tune settings of the day it was pre-trained; a synthesize cell fine-tunes with its
+    own (the preset as it resolves now, and its settings), as the release route takes its caller's, and keeps only
+    what the checkpoint fixed (network, EDM, pre-training, next-state layout)."""
+    from privsynth.synth import TransitionSynthesizer, registry
+
+    path = tmp_path / "day.yaml"
+    path.write_text(CHECKPOINT_DAY)
+    suite = load_suite(path, results_dir=tmp_path / "results")
+    res = run_suite(suite, progress=False, log=lambda _: None)
+    assert res.failed == 0, res.failures
+    pre = TransitionSynthesizer.load(next(suite.out.glob("artifacts/pretrain-*/model.pt")))
+    assert pre.config.finetune.epochs == 99.0 and pre.config.finetune.lr == 0.5  # the checkpoint's own day
+    tuned = TransitionSynthesizer.load(next(suite.out.glob("artifacts/synthesize-*/model.pt")))
+    cpu = registry.make("privorl-n", preset="cpu").config
+    assert tuned.config.finetune.epochs == cpu.finetune.epochs and tuned.config.finetune.lr == cpu.finetune.lr
+    assert tuned.config.finetune.max_steps == 2 and tuned.config.finetune_curiosity == cpu.finetune_curiosity
+    assert tuned.config.denoiser == pre.config.denoiser and tuned.config.pretrain == pre.config.pretrain

@@ -282,13 +282,14 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
         raise InvalidData(f"cell {ctx.cell_id}: finetune: none samples a pre-trained model; give it a pretrain upstream")
     if ctx.upstream is not None:
         synth = TransitionSynthesizer.load(ctx.upstream_dir / "model.pt")
-        from privsynth.config_io import override
-
         fixed = ("denoiser", "edm", "pretrain", "next_state")  # set by the checkpoint; the rest may change per cell
         overrides = _split_config(params.get("config"), name)[1]
         _check_fixed_sections(synth.config, {k: v for k, v in overrides.items() if k in fixed}, ctx.cell_id)
-        override(synth.config, {k: v for k, v in overrides.items() if k not in fixed})
-        synth.config.seed = seed
+        # the rest is the cell's own configuration (its preset as it resolves now, and its settings), as the release
+        # route takes its caller's (privsynth.release.pipeline, the CLI): a checkpoint saves the fine-tune and
+        # sampling settings of the day it was pre-trained, which are not the defaults a cell made today asks for
+        wanted = synth_config(params.get("config"), seed)
+        synth.config = dataclasses.replace(wanted, **{k: getattr(synth.config, k) for k in fixed})
         check_pretrained_on_public(synth, params["data"]["sensitive"], ctx)  # its pre-training data vs this cell's
         if public_only:  # the ε = 0 row: a public pre-trained model, never fine-tuned (no ledger)
             check_public_only_model(synth, ctx)
