@@ -178,7 +178,8 @@ def test_a_finetune_default_leaves_a_pretrained_checkpoint_fresh(tmp_path):
     dp = {**base, "epsilon": 10.0}
     assert cells.config_fingerprint("synthesize", dp) != cells.config_fingerprint("synthesize", {**other_dp,
                                                                                                  "epsilon": 10.0})
-    assert cells.config_fingerprint("pretrain", {**base, "config": {"preset": "tiny", "pretrain": {"epochs": 9.0}}}) != pre
+    longer = {**base, "config": {"preset": "tiny", "pretrain": {"epochs": 9.0}}}
+    assert cells.config_fingerprint("pretrain", longer) != pre
 
     cells_dir = tmp_path / "cells"
     cells_dir.mkdir()

@@ -98,8 +98,8 @@ def _split_config(spec: dict[str, Any] | None, name: str) -> tuple[str, dict[str
 
 # What pre-training reads of a PrivORL-n configuration: the network, EDM, curiosity, the pre-training schedule, the
 # next-state layout and the sampler (its curiosity pool's draws; the public model alone samples with it too). The DP
-# fine-tune's settings are not among them, so a changed fine-tune default leaves a pre-trained checkpoint, and the public
-# model alone sampled from it, as they were.
+# fine-tune's settings are not among them, so a changed fine-tune default leaves a pre-trained checkpoint, and the
+# public model alone sampled from it, as they were.
 PRETRAIN_SECTIONS = ("edm", "denoiser", "curiosity", "pretrain", "pretrain_curiosity", "next_state", "sampler")
 SCOPED = "pretrain:"  # prefix of a fingerprint over PRETRAIN_SECTIONS only
 
@@ -134,7 +134,8 @@ def checkpoint_fingerprint(path: Path) -> str | None:
     from privsynth.synth.transition import FORMAT
 
     try:
-        resolved = dataclasses.asdict(config_from_dict(read_checkpoint(path, FORMAT, "transition-synthesizer")["config"]))
+        saved = read_checkpoint(path, FORMAT, "transition-synthesizer")["config"]
+        resolved = dataclasses.asdict(config_from_dict(saved))
     except (InvalidData, KeyError, TypeError):
         return None
     return SCOPED + _digest({k: resolved[k] for k in PRETRAIN_SECTIONS})
