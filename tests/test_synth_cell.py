@@ -202,16 +202,7 @@ def test_registry_public_only_row_reads_no_sensitive_record(tmp_path):
     assert res.failed == 1 and "epsilon: 0.0" in res.failures[0].error
 
 
-CHECKPOINT_DAY = """
-name: checkpoint_day
-workers: 1
-datasets:
-  public: {source: pointmaze, maze: open, steps: 600, seed: 1, dense: true, ref_episodes: 1}
-  sens:   {source: pointmaze, maze: umaze, steps: 600, seed: 2, dense: true, ref_episodes: 1, sensitive: true}
-defaults:
-  data: {public: [public], sensitive: sens}
-  config: {preset: cpu, denoiser: {width: 32, depth: 1}, pretrain: {epochs: 1, batch_size: 64},
-           pretrain_curiosity: false, sampler: {steps: 4}}
+CHECKPOINT_DAY = PUBLIC_ONLY.split("stages:")[0].format(sens_seed=2) + """
 stages:
   - {name: pretrain, kind: pretrain, grid: {seed: [0]}, params: {config: {finetune: {epochs: 99.0, lr: 0.5}}}}
   - name: synthesize

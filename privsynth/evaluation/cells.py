@@ -108,6 +108,11 @@ def _digest(resolved: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(resolved, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def _pretrain_digest(resolved: dict[str, Any]) -> str:
+    """The :data:`SCOPED` fingerprint of a resolved configuration (``dataclasses.asdict``)."""
+    return SCOPED + _digest({k: resolved[k] for k in PRETRAIN_SECTIONS})
+
+
 def config_fingerprint(kind: str, params: dict[str, Any]) -> str | None:
     """A short hash of the configuration a PrivORL-n ``pretrain`` or ``synthesize`` cell resolves to, its preset
     expanded (seed left out). A cell is keyed by its suite parameters, so without this a cell made before a preset
@@ -121,7 +126,7 @@ def config_fingerprint(kind: str, params: dict[str, Any]) -> str | None:
     resolved = dataclasses.asdict(synth_config(params.get("config"), 0))
     resolved.pop("seed", None)
     if kind == "pretrain" or params.get("finetune") == "none":
-        return SCOPED + _digest({k: resolved[k] for k in PRETRAIN_SECTIONS})
+        return _pretrain_digest(resolved)
     return _digest(resolved)
 
 
@@ -138,7 +143,7 @@ def checkpoint_fingerprint(path: Path) -> str | None:
         resolved = dataclasses.asdict(config_from_dict(saved))
     except (InvalidData, KeyError, TypeError):
         return None
-    return SCOPED + _digest({k: resolved[k] for k in PRETRAIN_SECTIONS})
+    return _pretrain_digest(resolved)
 
 
 def _check_fixed_sections(config: Any, asked: dict[str, Any], cell_id: str) -> None:
@@ -270,6 +275,7 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
     :func:`privsynth.release.postprocess.step_options`) post-processes the sample in the sensitive dataset's public
     environment and tops it up to ``num_samples`` rows with more draws of the same model (free under DP)."""
     from privsynth.synth import TransitionSynthesizer
+    from privsynth.synth.config import CHECKPOINT_FIXED, on_checkpoint
 
     _check_synthesizer(params)
     name = params.get("synthesizer", "privorl_n")
@@ -283,14 +289,12 @@ def synthesize_cell(params: dict[str, Any], ctx: CellContext) -> dict[str, Any]:
         raise InvalidData(f"cell {ctx.cell_id}: finetune: none samples a pre-trained model; give it a pretrain upstream")
     if ctx.upstream is not None:
         synth = TransitionSynthesizer.load(ctx.upstream_dir / "model.pt")
-        fixed = ("denoiser", "edm", "pretrain", "next_state")  # set by the checkpoint; the rest may change per cell
         overrides = _split_config(params.get("config"), name)[1]
-        _check_fixed_sections(synth.config, {k: v for k, v in overrides.items() if k in fixed}, ctx.cell_id)
+        _check_fixed_sections(synth.config, {k: v for k, v in overrides.items() if k in CHECKPOINT_FIXED},
+                              ctx.cell_id)
         # the rest is the cell's own configuration (its preset as it resolves now, and its settings), as the release
-        # route takes its caller's (privsynth.release.pipeline, the CLI): a checkpoint saves the fine-tune and
-        # sampling settings of the day it was pre-trained, which are not the defaults a cell made today asks for
-        wanted = synth_config(params.get("config"), seed)
-        synth.config = dataclasses.replace(wanted, **{k: getattr(synth.config, k) for k in fixed})
+        # route takes its caller's (privsynth.release.pipeline, the CLI)
+        synth.config = on_checkpoint(synth_config(params.get("config"), seed), synth.config)
         check_pretrained_on_public(synth, params["data"]["sensitive"], ctx)  # its pre-training data vs this cell's
         if public_only:  # the ε = 0 row: a public pre-trained model, never fine-tuned (no ledger)
             check_public_only_model(synth, ctx)

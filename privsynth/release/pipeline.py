@@ -32,7 +32,7 @@ from privsynth.release.checks import (
 from privsynth.release.guarded import release_dataset
 from privsynth.release.support import prepare_release
 from privsynth.synth.base import Unit
-from privsynth.synth.config import demo_config
+from privsynth.synth.config import demo_config, on_checkpoint
 from privsynth.synth.pretrained import pretrained_card, resolve_pretrained
 from privsynth.synth.transition import TransitionSynthesizer
 
@@ -268,10 +268,9 @@ def synthesize(
             synth = load_synthesizer(resolve_pretrained(pretrained))
             check_model_fits(synth, sens)
             check_pretrained_public(synth, sens, pretrained_card(pretrained))  # by name and by the card's content
-            if config is not None:  # keep what the checkpoint was trained as (architecture, row representation),
-                # take the rest of the caller's config
-                config = dataclasses.replace(config, denoiser=synth.config.denoiser, edm=synth.config.edm,
-                                             next_state=synth.config.next_state)
+            if config is not None:  # keep what the checkpoint was trained as (architecture, pre-training, row
+                # representation), take the rest of the caller's config
+                config = on_checkpoint(config, synth.config)
                 synth.config = config
         elif done_pre is not None and done_pre.exists():
             print(f"resuming from {done_pre}: pre-training already done, DP fine-tuning")

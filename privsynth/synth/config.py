@@ -7,6 +7,7 @@ the PrivORL paper (appendix F) and its replication package (gin files, ``train_d
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -23,6 +24,8 @@ __all__ = [
     "SamplerConfig",
     "TransitionSynthConfig",
     "paper_config",
+    "CHECKPOINT_FIXED",
+    "on_checkpoint",
     "cpu_config",
     "demo_config",
     "config_to_dict",
@@ -250,3 +253,14 @@ def demo_config() -> TransitionSynthConfig:
 def config_from_dict(data: dict[str, Any]) -> TransitionSynthConfig:
     """Inverse of :func:`config_to_dict` (missing keys take defaults; unknown keys raise, see :mod:`privsynth.config_io`)."""
     return config_io.config_from_dict(TransitionSynthConfig, data)
+
+
+# What a pre-trained checkpoint fixes: its network, EDM, pre-training schedule and row layout. A fine-tune from it
+# takes the rest (fine-tune, DP, curiosity, sampler, ...) from its caller's configuration, not from the settings the
+# checkpoint saved on the day it was pre-trained.
+CHECKPOINT_FIXED = ("denoiser", "edm", "pretrain", "next_state")
+
+
+def on_checkpoint(config: TransitionSynthConfig, saved: TransitionSynthConfig) -> TransitionSynthConfig:
+    """``config`` with the :data:`CHECKPOINT_FIXED` sections taken from ``saved`` (a pre-trained checkpoint's own)."""
+    return dataclasses.replace(config, **{k: getattr(saved, k) for k in CHECKPOINT_FIXED})

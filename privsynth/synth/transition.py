@@ -408,12 +408,14 @@ class TransitionSynthesizer(NetworkSynthesizer):
         # public facts only: the environment and the budget (a release resolves "auto" at its whole budget before
         # this call, privsynth.release.pipeline; a direct call reads its own epsilon)
         finecur = finetune_curiosity_for(cfg.finetune_curiosity, sensitive.info, epsilon)
-        if not cfg.private:  # the same loss columns as a DP fine-tune ("auto" resolved by a route, else every one)
-            columns = self._fit_columns(cfg.dp.fit_columns)
+        # the loss columns, for the DP fine-tune and the no-privacy control alike ("auto" resolved by a route, else
+        # every column), and what the history says the loss averaged
+        columns = self._fit_columns(cfg.dp.fit_columns)
+        fitted = "all" if columns is None else "state_action"
+        if not cfg.private:
             self._train_plain(x, tc, phase="finetune", curiosity=finecur, progress=progress, columns=columns)
             self.nonprivate_finetunes += 1
-            self.history[-1].update({"unit": unit, "trainable": "all",
-                                     "fit_columns": "all" if columns is None else "state_action"})
+            self.history[-1].update({"unit": unit, "trainable": "all", "fit_columns": fitted})
             return self
         from privsynth.privacy.dpsgd import DPSGDConfig, dp_train
 
@@ -429,9 +431,8 @@ class TransitionSynthesizer(NetworkSynthesizer):
             multiplicity=dpc.noise_multiplicity,
             per_unit=dpc.transitions_per_trajectory,
             rate=cfg.curiosity.rate if finecur else 0.0,
-            columns=self._fit_columns(dpc.fit_columns),
+            columns=columns,
         )
-        fitted = "all" if loss_module.columns is None else "state_action"  # what the loss below averaged
         mixer = self._make_mixer() if finecur and cfg.curiosity.rate > 0 else None
         # N is private under add/remove: everything sized by it (the batch cap, the curiosity refresh, q and the
         # steps inside dp_train) uses the DP count Ñ, charged to the ledger with the run (privsynth.privacy.count)
