@@ -256,12 +256,15 @@ def diagnose(rows, sens) -> dict[str, float | None]:
     simulator replay (s' error relative to the real step, reward error, agreement of the flag with a simulator step
     from (s, a)), the environment's termination rule read at each row's s and s' (shares of rows stepping into and
     starting from a state the environment ends episodes in, and of flagged rows among the former), terminal rate,
-    and the R^2 of a k-NN state -> action policy fitted on the rows and scored on real states."""
+    the R^2 of a k-NN state -> action policy fitted on the rows and scored on real states, and the nearest-neighbour
+    closeness and coverage of the rows' states (privsynth.evaluation.state_distance)."""
     from privsynth.data.env_adapters import adapter_for
     from privsynth.evaluation.fidelity import policy_r2
     from privsynth.evaluation.rl_checks import rl_checks
+    from privsynth.evaluation.state_distance import state_distance
 
     checks = rl_checks(rows, sens)
+    near = state_distance(rows, sens)
     syn = checks["synthetic"]
     dyn, rew = syn.get("dynamics") or {}, syn.get("reward") or {}
     adapter = adapter_for(sens.info, sens.observations)
@@ -279,7 +282,8 @@ def diagnose(rows, sens) -> dict[str, float | None]:
             "next_state_rel_error": dyn.get("relative_error"),
             "reward_mae": rew.get("mean_abs_error"),
             "reward_mean": round(float(rows.rewards.mean()), 4), "reward_mean_real": round(float(sens.rewards.mean()), 4),
-            "policy_r2": round(policy_r2(rows, sens), 3), "coverage_jaccard": checks["coverage"].get("overlap_jaccard")}
+            "policy_r2": round(policy_r2(rows, sens), 3), "coverage_jaccard": checks["coverage"].get("overlap_jaccard"),
+            "state_closeness": near["closeness"], "state_coverage": near["coverage"]}
 
 
 if __name__ == "__main__":
