@@ -17,10 +17,12 @@ replaced by the most novel pool rows, curiosity.rate; else the checkpoint's, the
 ε = E relabels the actions before post=N: privsynth.synth.dp_policy; polmode=1 replaces them, else the residual
 around the release's own policy is kept; polepochs), route=1 (the release exactly as `privsynth synthesize` makes
 it: the default post-processing and DP action relabel, one budget; share=S sets the relabel's share of epsilon;
-pair=1 also reports the same fine-tuned model's rows without the relabel, from the same first draw and top-up draws), seed (synthesizer seed: initial
+pair=1 also reports the same fine-tuned model's rows without the relabel, from the same first draw and top-up draws;
+heun=1 also reports the same fine-tuned model sampled with the EDM stochastic Heun sampler, its own relabel), seed (synthesizer seed: initial
 noise of the fine-tune and the sampler), rows (synthetic rows sampled), dp=0 (the same fine-tune without clipping or
 noise: the no-DP control), real=1 (agents on the sensitive set itself: the real row), ft=0 (no fine-tune: the public
-model alone, the control row), post=N (post-processing, free under DP): 1 actions clipped, s', reward and terminal
+model alone, the control row), ceil=1 (a diagnosis: a synthesizer trained without privacy on the sensitive set
+itself, no public data; width, depth, epochs, curio: _ceiling), post=N (post-processing, free under DP): 1 actions clipped, s', reward and terminal
 recomputed by the public simulator from each (s, a); 2 only the terminal flag recomputed from each row's own s' by
 the environment's rule; 3 as 2, and rows starting in a state the environment ends episodes in dropped; 4 = 1 and 3
 (the default repair of `release.synthesize` on locomotion since round 4; without post=N the rows stay as
@@ -65,7 +67,7 @@ def main() -> None:
     ap.add_argument("--public", type=float, action="append", required=True,
                     help="public-alone final score per --agent (agent_public)")
     ap.add_argument("--schedule", action="append", default=[],
-                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,mult=K][,cols=1][,lora=R][,finecur=1][,rho=R][,pol=E][,polmode=1][,route=1[,share=S][,pair=1]][,seed=S][,rows=R][,dp=0][,real=1][,post=1][,chain=H][,edge=X][,beta=B][,ft=0] (repeatable)")
+                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,mult=K][,cols=1][,lora=R][,finecur=1][,rho=R][,pol=E][,polmode=1][,route=1[,share=S][,pair=1][,heun=1]][,seed=S][,rows=R][,dp=0][,real=1][,post=1][,chain=H][,edge=X][,beta=B][,ft=0] (repeatable)")
     ap.add_argument("--sensitive-steps", type=int, default=20_000,
                     help="size of the sensitive set (the suites use 20k; a larger one tests how N changes the cost of DP)")
     ap.add_argument("--epsilon", type=float, default=10.0)
@@ -114,13 +116,15 @@ def main() -> None:
         n_rows = int(sched.get("rows", 50_000))
         # the row, decided once: the real data, a DP release, the no-DP control or the public model alone
         kind = ("saved" if args.rows_from else "real" if sched.get("real") else "public" if not sched.get("ft", 1.0)
-                else "dp" if cfg.private else "nodp")
+                else "ceiling" if sched.get("ceil") else "dp" if cfg.private else "nodp")
         if kind == "saved":  # an earlier release of this script (arrays and info JSON, never unpickled)
             from privsynth.evaluation.bench.dataset_cache import load_dataset_file
 
             rows = load_dataset_file(pathlib.Path(args.rows_from))
         elif kind == "real":  # agents trained on the sensitive set itself (our own rollout)
             rows = sens
+        elif kind == "ceiling":  # diagnosis, never released: a synthesizer fitted to the sensitive set without privacy
+            synth, rows = _ceiling(sens, sched, n_rows, seed)
         elif kind == "dp":  # through the one release route, writing nothing
             from privsynth.release import synthesize
 
@@ -191,9 +195,10 @@ def main() -> None:
         post = {k: v for k, v in post.items() if isinstance(v, (int, float))}
         pol = {k: v for k, v in pol.items() if isinstance(v, (int, float, str)) and k != "note"}
         out = {"env": args.env, "sensitive_steps": args.sensitive_steps, "delta": args.delta, "schedule": sched,
-               "denoiser": f"{cfg.denoiser.width}x{cfg.denoiser.depth}",
-               "epsilon": {"real": "real", "public": 0.0, "dp": args.epsilon, "nodp": None, "saved": args.rows_from}[kind],
-               "dp_steps": synth.history[-1]["steps"] if kind in ("dp", "nodp") else 0,
+               "denoiser": f"{synth.config.denoiser.width}x{synth.config.denoiser.depth}",
+               "epsilon": {"real": "real", "public": 0.0, "dp": args.epsilon, "nodp": None, "saved": args.rows_from,
+                           "ceiling": None}[kind],
+               "dp_steps": synth.history[-1]["steps"] if kind in ("dp", "nodp", "ceiling") else 0,
                "noise_multiplier": synth.history[-1].get("noise_multiplier") if kind == "dp" else None,
                "finetune_and_sample_s": round(ft, 1), "postprocess": post, "policy": pol, "epsilon_spent": route_spent}
         if kind in ("dp", "nodp"):  # the loss columns the fine-tune fitted (resolved from "auto" by the route)
@@ -201,6 +206,9 @@ def main() -> None:
         variants = [("", rows)]
         if kind == "dp" and sched.get("route") and sched.get("pair"):
             variants.append(("no relabel (same fine-tune, same first draw)", paired))
+        if kind == "dp" and sched.get("route") and sched.get("heun"):  # the same fine-tuned model sampled again
+            variants.append(("heun sampler (same fine-tune, own relabel)", _heun_variant(res.synthesizer, sens, n_rows,
+                                                                                        rows, args)))
         for variant, rows in variants:
             _report(dict(out, variant=variant) if variant else out, rows, sens, sched, args, agents, train_batched,
                     AgentJob)
@@ -213,8 +221,8 @@ def _report(out, rows, sens, sched, args, agents, train_batched, AgentJob) -> No
     if args.save:
         from privsynth.evaluation.bench.dataset_cache import save_dataset
 
-        label = ("_".join(f"{k}{v:g}" for k, v in sched.items()) or "default") + ("_norelabel" if out.get("variant")
-                                                                                else "")
+        suffix = {"": "", None: ""}.get(out.get("variant"), "_heun" if "heun" in str(out.get("variant")) else "_norelabel")
+        label = ("_".join(f"{k}{v:g}" for k, v in sched.items()) or "default") + suffix
         path = pathlib.Path(args.save) / f"{args.env}_{args.sensitive_steps}_{label}.npz"
         save_dataset(rows, path)
         out["saved"] = str(path)
@@ -231,6 +239,50 @@ def _report(out, rows, sens, sched, args, agents, train_batched, AgentJob) -> No
         out[f"{agent}_mean"] = round(float(scores.mean()), 1)
         out[f"{agent}_gap_closed"] = round(float((scores.mean() - public) / (real - public)), 2)
     print(json.dumps(out), flush=True)
+
+
+def _ceiling(sens, sched, n_rows, seed):
+    """ceil=1: the synthesizer's reach without privacy or public data (a diagnosis, SynthER's recipe: a diffusion
+    model trained on the data itself): the cpu preset's transition synthesizer with a width x depth denoiser
+    (width=W, depth=D; default 256 x 2), trained without privacy on the sensitive set for epochs=E (default 300) at
+    batch 256 with curiosity off (curio=1 on), sampled, then the route's locomotion repair and top-up."""
+    from privsynth.release.postprocess import LOCOMOTION_DEFAULT, draw_seed, step_options, topped_up
+    from privsynth.release.support import prepare_release
+    from privsynth.synth import TransitionSynthesizer
+    from privsynth.synth.config import DenoiserConfig, cpu_config
+
+    cfg = cpu_config()
+    cfg.seed = seed
+    cfg.denoiser = DenoiserConfig(width=int(sched.get("width", 256)), depth=int(sched.get("depth", 2)))
+    cfg.pretrain.epochs = float(sched.get("epochs", 300.0))
+    cfg.pretrain_curiosity = bool(sched.get("curio", 0.0))
+    synth = TransitionSynthesizer(cfg)
+    synth.pretrain(sens.mark_sensitive(False), progress=False)  # a diagnosis on our own rollout, never released
+    first = prepare_release(synth.sample(n_rows, seed=seed), sens.info)
+    rows = topped_up(first, lambda k, i: prepare_release(synth.sample(k, seed=draw_seed(seed, i)), sens.info), n_rows,
+                     **step_options(LOCOMOTION_DEFAULT))[0]
+    return synth, rows
+
+
+def _heun_variant(fine, sens, n_rows, route_rows, args):
+    """heun=1 (with route=1): the route's fine-tuned model sampled again with the EDM stochastic Heun sampler
+    (sampler.method = "heun"; sampling is post-processing), its own DP relabel at the route's policy epsilon (study
+    accounting: spent on top of the release's), then the route's repair and top-up: paired with the route's release
+    on the fine-tune, which separates releases most."""
+    from privsynth.release.postprocess import LOCOMOTION_DEFAULT, draw_seed, step_options, topped_up
+    from privsynth.release.relabel import fit_relabeller
+    from privsynth.release.support import prepare_release
+
+    if args.epsilon <= 1:
+        raise SystemExit("heun=1 repeats the route's repair above eps = 1 only (at eps <= 1 the route rolls out)")
+    fine = copy.deepcopy(fine)
+    fine.config.sampler.method = "heun"
+    first = prepare_release(fine.sample(n_rows, name=route_rows.info.name), sens.info)
+    pol = route_rows.info.extra.get("policy_relabel") or {}
+    relabel = (fit_relabeller(fine, sens, first, epsilon=pol["epsilon"], delta=args.delta) if pol
+               else (lambda d: d))
+    return topped_up(relabel(first), lambda k, i: relabel(prepare_release(
+        fine.sample(k, seed=draw_seed(fine.config.seed, i)), sens.info)), n_rows, **step_options(LOCOMOTION_DEFAULT))[0]
 
 
 def _relabel(rows, sens, sched, args):
