@@ -231,3 +231,28 @@ def test_a_synthesize_cell_fine_tunes_with_its_own_configuration_not_the_checkpo
     assert tuned.config.finetune.epochs == cpu.finetune.epochs and tuned.config.finetune.lr == cpu.finetune.lr
     assert tuned.config.finetune.max_steps == 2 and tuned.config.finetune_curiosity == cpu.finetune_curiosity
     assert tuned.config.denoiser == pre.config.denoiser and tuned.config.pretrain == pre.config.pretrain
+
+
+J_NO_DP = J_PUBLIC_ONLY.replace("finetune: none, ", "").replace("privorl-j,", "{synth},")
+
+
+def test_a_registry_no_dp_row_fine_tunes_without_a_ledger_and_others_refuse_it(tmp_path):
+    """``epsilon: null`` for PrivORL-j: the no-DP control (a fine-tune without clipping or noise, saved as it is, no
+    ledger, no dp_epsilon); a synthesizer without a no-privacy switch refuses it in one line."""
+    from privsynth.evaluation.bench.sources import load_dataset_file
+
+    path = tmp_path / "j.yaml"
+    path.write_text(textwrap.dedent(J_NO_DP.format(sens_seed=2, eps="null", synth="privorl-j")))
+    suite = load_suite(path, results_dir=tmp_path / "jres")
+    res = run_suite(suite, progress=False, log=lambda _: None)
+    assert res.failed == 0, res.failures
+    (rec,) = collect_records(suite)
+    assert "dp_epsilon" not in rec["result"] and rec["result"]["n_synthetic"] > 0
+    art = next(suite.out.rglob("synthetic.npz"))
+    assert not list(art.parent.glob("ledger.json"))
+    card = load_dataset_file(art).info.privacy_card
+    assert card["private"] is False and [p["private"] for p in card["phases"] if p["phase"] == "finetune"] == [False]
+    path = tmp_path / "bad.yaml"
+    path.write_text(textwrap.dedent(J_NO_DP.format(sens_seed=2, eps="null", synth="privsyn")))
+    res = run_suite(load_suite(path, results_dir=tmp_path / "bad"), progress=False, log=lambda _: None)
+    assert res.failed == 1 and "no no-privacy fine-tune" in res.failures[0].error

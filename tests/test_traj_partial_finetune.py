@@ -56,3 +56,27 @@ def test_cpu_preset_fine_tunes_what_the_transfer_suite_chose():
     for backbone in ("unet", "dp-transformer"):
         other = cpu_config(backbone)
         assert (other.dp.trainable, other.finetune.epochs) == ("bias_norm", 10.0)
+
+
+def test_the_no_privacy_ablation_runs_the_dp_schedule_without_a_ledger():
+    """``private = False`` (the no-DP control): as many steps as the DP fine-tune's schedule (epochs x trajectories /
+    batch), the same parameters trainable, no ledger, a card that says not private, and no loss on it."""
+    pub, sens = _data()
+    torch.manual_seed(0)
+    cfg = _cfg("bias_norm")
+    cfg.private = False
+    cfg.finetune.epochs = 4.0
+    s = TrajectorySynthesizer(cfg).pretrain(pub, progress=False)
+    before = {k: v.clone() for k, v in s.model.named_parameters()}
+    s.finetune(sens, 3.0, 1e-3, progress=False)
+    moved = {k for k, v in s.model.named_parameters() if not torch.equal(v, before[k])}
+    assert moved and moved <= {k for k in before if k.endswith("bias") or "norm" in k}
+    assert all(p.requires_grad for p in s.model.parameters())
+    h = s.history[-1]
+    assert h["private"] is False and h["trajectories"] == sens.n_episodes == 6
+    assert h["steps"] == max(1, round(4.0 * 6 / cfg.dp.batch_size))
+    assert s.ledger is None
+    card = s.sample(2, seed=0).info.privacy_card
+    assert card["private"] is False
+    fin = [p for p in card["phases"] if p["phase"] == "finetune"]
+    assert fin and not any("loss" in k for p in fin for k in p)

@@ -392,19 +392,24 @@ def _synthesize_registered(name: str, params: dict[str, Any], ctx: CellContext) 
     fine-tune's ``dp_steps`` / ``dp_noise_multiplier`` / ``dp_sample_rate`` when the synthesizer records them,
     ``sample_seconds``, ``n_synthetic``, ``dp_epsilon``, ``n_parameters``, ``peak_rss_mb``. ``finetune: none`` with
     ``epsilon: 0.0`` samples the pre-trained public model alone (``public_only``; no sensitive record is read, no
-    ledger written), for synthesizers that can take the evaluation environment's public facts."""
+    ledger written), for synthesizers that can take the evaluation environment's public facts. ``epsilon: null`` is
+    the no-DP ablation, for synthesizers with a ``private`` switch (PrivORL-j): the same pre-training and fine-tune
+    schedule without clipping or noise, saved as it is, no ledger, never released."""
     from privsynth.synth import registry
 
     entry = registry.entry(name)
     public_only = _public_only(params, ctx)
-    if params.get("epsilon") is None:
-        raise InvalidData(f"cell {ctx.cell_id}: {name} runs only with a DP budget; give an epsilon")
+    no_dp = params.get("epsilon") is None  # the no-DP ablation: a control, never released
+    if no_dp and public_only:
+        raise InvalidData(f"cell {ctx.cell_id}: the public model alone is epsilon 0.0, not null")
     unit = params.get("unit", entry.units[0])
     registry.check_unit(name, unit)  # before any pre-training
     preset, overrides = _split_config(params.get("config"), name)
     synth = registry.make(name, preset=preset, **overrides)
     if public_only and not callable(getattr(synth, "adopt_environment", None)):
         raise InvalidData(f"cell {ctx.cell_id}: {name} has no public model to sample on its own (finetune: none)")
+    if no_dp and not hasattr(synth.config, "private"):
+        raise InvalidData(f"cell {ctx.cell_id}: {name} has no no-privacy fine-tune; give an epsilon")
     if hasattr(synth.config, "seed"):
         synth.config.seed = int(params.get("seed", 0))
     public = _public(params, ctx)
@@ -423,6 +428,18 @@ def _synthesize_registered(name: str, params: dict[str, Any], ctx: CellContext) 
             t0 = time.perf_counter()
             synthetic = registry.sample(synth, n_transitions=n, seed=int(params.get("seed", 0)))
             out["sample_seconds"] = time.perf_counter() - t0
+    elif no_dp:  # the no-DP ablation (epsilon: null): pre-train, fine-tune without clipping or noise, sample
+        t0 = time.perf_counter()
+        registry.pretrain(synth, public)
+        t1 = time.perf_counter()
+        synth.config.private = False
+        synth.finetune(ctx.dataset(params["data"]["sensitive"]), 1.0, float(params.get("delta", 1e-5)), unit,
+                       progress=False)  # epsilon 1.0: ignored when private is False
+        t2 = time.perf_counter()
+        out = {"fit_seconds": t2 - t0, "pretrain_seconds": t1 - t0, "finetune_seconds": t2 - t1, "unit": unit}
+        if n > 0:
+            synthetic = registry.sample(synth, n_transitions=n, seed=int(params.get("seed", 0)))
+            out["sample_seconds"] = time.perf_counter() - t2
     else:  # a DP row: pre-train, DP fine-tune and sample through the one release route
         res = _release(params, ctx, unit=unit, synth=name, config=synth.config, public=public)
         synth, synthetic = res.synthesizer, res.dataset
@@ -437,14 +454,14 @@ def _synthesize_registered(name: str, params: dict[str, Any], ctx: CellContext) 
             out[f"dp_{key}"] = tuned[-1][key]
     if synthetic is not None:
         out["n_synthetic"] = len(synthetic)
-        if not public_only:
+        if not (public_only or no_dp):
             out["dp_epsilon"] = res.epsilon
         save_dataset(synthetic, ctx.artifact_dir / "synthetic.npz")
     if callable(getattr(synth, "n_parameters", None)):
         out["n_parameters"] = synth.n_parameters()
     # registry.load reads it back (format tag inside the file); a DP fit's model through the guard, samples or not
-    _save_checkpoint(synth, ctx.artifact_dir / "model.ckpt", params, private=not public_only)
-    if not public_only:
+    _save_checkpoint(synth, ctx.artifact_dir / "model.ckpt", params, private=not (public_only or no_dp))
+    if not (public_only or no_dp):
         (ctx.artifact_dir / "ledger.json").write_text(synth.ledger.to_json())
     out["peak_rss_mb"] = _peak_rss_mb()
     return holder_only(out, *_WORKER) if public_only else holder_only(out, *_SENSITIVE_TIMES, *_WORKER)

@@ -121,6 +121,9 @@ class TrajSynthConfig:
     # normaliser is fitted on public Δs rows, decoding gives s' = s + Δs)
     next_state: Literal["absolute", "delta"] = "absolute"
     seed: int = 0  # non-private randomness only (init, pre-training, default sampling seed); never the DP noise
+    # False = "no privacy" ablation: the fine-tune trains on the sensitive fragments without clipping or noise, at the
+    # DP fine-tune's steps, batch and trainable parameters; no ledger, nothing released as DP (a control row only)
+    private: bool = True
     # None (default): DP noise and masks from OS entropy; an int: reproducible, marked NOT DP, refused on release
     noise_seed: int | None = None
 

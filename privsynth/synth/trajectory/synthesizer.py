@@ -344,6 +344,8 @@ class TrajectorySynthesizer(NetworkSynthesizer):
         self._check_normalizer_accounted("trajectory")
         self.adopt_environment(sensitive.info)
         assert self.model is not None and self.ema is not None
+        if not self.config.private:
+            return self._finetune_plain(sensitive, progress=progress)
         from privsynth.privacy.dpsgd import DPSGDConfig, dp_train
 
         cfg, tc, dpc = self.config, self.config.finetune, self.config.dp
@@ -401,6 +403,38 @@ class TrajectorySynthesizer(NetworkSynthesizer):
             "target_epsilon": float(epsilon), "grad_sample_mode": result.grad_sample_mode, "trainable": trainable,
             "seconds": time.perf_counter() - t0,
         })
+        return self
+
+    def _finetune_plain(self, sensitive: OfflineDataset, *, progress: bool) -> "TrajectorySynthesizer":
+        """The no-privacy ablation (``config.private = False``): the DP fine-tune's schedule without clipping or noise.
+        The DP step draws ``dp.batch_size`` trajectories of ``dp.fragments_per_trajectory`` fragments each; here a
+        batch holds as many fragments, for as many steps, over the same fragments (truncated to the same cap), with
+        the same parameters trainable. No ledger is written: the result is a control, never a DP release."""
+        cfg, dpc = self.config, self.config.dp
+        cap, _ = self.trajectory_cap()
+        fr = self.fragment_items(sensitive)
+        keep = fr.start < cap
+        pos = fr.start[keep, None] + torch.arange(cfg.horizon)[None, :]
+        mask = fr.mask[keep] & (pos < cap)
+        x, c = fr.data[keep] * mask[..., None], fr.cond[keep]
+        n_traj = int(sensitive.n_episodes)
+        batch = dpc.batch_size * dpc.fragments_per_trajectory
+        steps = max(1, int(round(cfg.finetune.epochs * n_traj / dpc.batch_size)))
+        tc = dataclasses.replace(cfg.finetune, batch_size=batch, epochs=steps * batch / max(len(x), 1),
+                                 max_steps=steps)
+        model = self.model
+        trainable, frozen = self._freeze_except(model, dpc.trainable)
+        try:
+            stats = train_plain(model, self.ema, self._flat(x, c, mask), tc, phase="finetune",
+                                loss=lambda v: model.random_loss(*self._unflat(v)).mean(), seed=cfg.seed,
+                                progress=progress)
+        finally:
+            for p in frozen:
+                p.requires_grad_(True)
+        # no loss on the record: it is a statistic of the sensitive set (the DP fine-tune keeps its own off the card)
+        self.history.append({"phase": "finetune", "private": False, "unit": "trajectory", "trajectories": n_traj,
+                             "fragments": len(x), "trainable": trainable,
+                             **{k: v for k, v in stats.items() if "loss" not in k}})
         return self
 
     # ------------------------------------------------------------------------------------------------ sampling
