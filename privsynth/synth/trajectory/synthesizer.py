@@ -420,8 +420,8 @@ class TrajectorySynthesizer(NetworkSynthesizer):
         n_traj = int(sensitive.n_episodes)
         batch = dpc.batch_size * dpc.fragments_per_trajectory
         steps = max(1, int(round(cfg.finetune.epochs * n_traj / dpc.batch_size)))
-        tc = dataclasses.replace(cfg.finetune, batch_size=batch, epochs=steps * batch / max(len(x), 1),
-                                 max_steps=steps)
+        per_epoch = max(1, len(x) // max(1, min(batch, len(x))))  # train_plain's steps per epoch
+        tc = dataclasses.replace(cfg.finetune, batch_size=batch, epochs=steps / per_epoch, max_steps=steps)
         model = self.model
         trainable, frozen = self._freeze_except(model, dpc.trainable)
         try:
