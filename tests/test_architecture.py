@@ -408,6 +408,8 @@ _ROUTE_OWNERS = ("privsynth.release", "privsynth.synth", "privsynth.methods")
 _OTHER_FINETUNES: dict[tuple[str, str], str] = {
     ("privsynth.evaluation.cells", "synthesize_cell"): "the no-DP ablation (epsilon: null, config.private False): a "
                                                        "bench control, never released (the guard refuses its data)",
+    ("privsynth.evaluation.cells", "_synthesize_registered"): "the same no-DP ablation for a registered synthesizer "
+                                                              "with a private switch (PrivORL-j): a control",
     ("scripts.transfer_study", "main"): "its dp=0 and ft=0 controls; the DP path is converted by the lead",
     ("scripts.utility_study", "nonprivate_control"): "the nodp / delta_nodp rows (config.private False): a study "
                                                      "control, scored and never released",

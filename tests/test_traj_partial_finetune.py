@@ -58,7 +58,7 @@ def test_cpu_preset_fine_tunes_what_the_transfer_suite_chose():
         assert (other.dp.trainable, other.finetune.epochs) == ("bias_norm", 10.0)
 
 
-def test_the_no_privacy_ablation_runs_the_dp_schedule_without_a_ledger():
+def test_the_no_privacy_ablation_runs_the_dp_schedule_without_a_ledger(tmp_path):
     """``private = False`` (the no-DP control): as many steps as the DP fine-tune's schedule (epochs x trajectories /
     batch), the same parameters trainable, no ledger, a card that says not private, and no loss on it."""
     pub, sens = _data()
@@ -80,3 +80,9 @@ def test_the_no_privacy_ablation_runs_the_dp_schedule_without_a_ledger():
     assert card["private"] is False
     fin = [p for p in card["phases"] if p["phase"] == "finetune"]
     assert fin and not any("loss" in k for p in fin for k in p)
+    from privsynth.errors import PrivacyError
+    from privsynth.privacy.guard import guarded_save_model
+
+    with pytest.raises(PrivacyError):  # a control: the release guard refuses to write it as a DP model
+        guarded_save_model(s, tmp_path / "nodp.pt", 10.0, 1e-3)
+    assert not (tmp_path / "nodp.pt").exists()
