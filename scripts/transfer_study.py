@@ -8,29 +8,28 @@ kind (20k updates, batched) and print the share of the public-to-real gap closed
         --checkpoint PATH --real 62.2 --real 69.1 --public 1.4 --public 2.5 --schedule epochs=150
 
 Schedule keys: epochs, lr, batch (DP fine-tune), clip (max_grad_norm), ema (EMA decay), mult (noise multiplicity K:
-diffusion-noise draws per record averaged inside its one clipped gradient, DPDM), cols=1 (the DP loss averages
-the state and action columns only, which the simulator repair keeps: dp.fit_columns = "state_action"; cols=0 every
-column; without it the route's "auto", recorded in the line's fit_columns), lora (rank R of low-rank
-adapters plus biases and norms instead of every parameter: dp.trainable = "lora"), finecur=0/1 (curiosity during the
-DP fine-tune, FineCur; else the checkpoint's setting), rho=R (with finecur=1: the share of each fine-tune batch
-replaced by the most novel pool rows, curiosity.rate; else the checkpoint's, the paper's 0.3), pol=E (a DP behaviour policy at
-ε = E relabels the actions before post=N: privsynth.synth.dp_policy; polmode=1 replaces them, else the residual
-around the release's own policy is kept; polepochs), route=1 (the release exactly as `privsynth synthesize` makes
-it: the default post-processing and DP action relabel, one budget; share=S sets the relabel's share of epsilon;
-pair=1 also reports the same fine-tuned model's rows without the relabel, from the same first draw and top-up draws;
-heun=1 also reports the same fine-tuned model sampled with the EDM stochastic Heun sampler, its own relabel), seed (synthesizer seed: initial
-noise of the fine-tune and the sampler), rows (synthetic rows sampled), dp=0 (the same fine-tune without clipping or
-noise: the no-DP control), real=1 (agents on the sensitive set itself: the real row), ft=0 (no fine-tune: the public
-model alone, the control row), ceil=1 (a diagnosis: a synthesizer trained without privacy on the sensitive set
-itself, no public data; width, depth, epochs, curio: _ceiling), post=N (post-processing, free under DP): 1 actions clipped, s', reward and terminal
-recomputed by the public simulator from each (s, a); 2 only the terminal flag recomputed from each row's own s' by
-the environment's rule; 3 as 2, and rows starting in a state the environment ends episodes in dropped; 4 = 1 and 3
-(the default repair of `release.synthesize` on locomotion since round 4; without post=N the rows stay as
-sampled); chain=H (after post=N, or on a saved release that was re-simulated) continues the rows as H-step
-simulator rollouts (the `rollout` post-processing step, privsynth.release.rollout; free; with mix=F only the first
-share F of the rows, the rest kept as they were: a diagnosis); edge=X (a diagnosis, before post=N) moves actions at
-the box edge (|a| >= 1) to ±X; beta=B (a diagnosis) trains IQL with that AWR inverse temperature instead of
-CORL's 3.
+diffusion-noise draws per record averaged inside its one clipped gradient, DPDM), cols=1 (the DP loss averages the
+state and action columns only, which the simulator repair keeps: dp.fit_columns = "state_action"; cols=0 every column;
+without it the route's "auto", recorded in the line's fit_columns), lora (rank R of low-rank adapters plus biases and
+norms instead of every parameter: dp.trainable = "lora"), finecur=0/1 (curiosity during the DP fine-tune, FineCur;
+else the checkpoint's setting), rho=R (with finecur=1: the share of each fine-tune batch replaced by the most novel
+pool rows, curiosity.rate; else the checkpoint's, the paper's 0.3), pol=E (a DP behaviour policy at ε = E relabels the
+actions before post=N: privsynth.synth.dp_policy; polmode=1 replaces them, else the residual around the release's own
+policy is kept; polepochs), route=1 (the release exactly as `privsynth synthesize` makes it: the default
+post-processing and DP action relabel, one budget; share=S sets the relabel's share of epsilon; pair=1 also reports
+the same fine-tuned model's rows without the relabel, from the same first draw and top-up draws), seed (synthesizer
+seed: initial noise of the fine-tune and the sampler), rows (synthetic rows sampled), dp=0 (the same fine-tune without
+clipping or noise: the no-DP control), real=1 (agents on the sensitive set itself: the real row), ft=0 (no fine-tune:
+the public model alone, the control row), ceil=1 (a diagnosis: a synthesizer trained without privacy on the sensitive
+set itself, no public data; width, depth, epochs, curio: see _ceiling), post=N (post-processing, free under DP): 1
+actions clipped, s', reward and terminal recomputed by the public simulator from each (s, a); 2 only the terminal flag
+recomputed from each row's own s' by the environment's rule; 3 as 2, and rows starting in a state the environment ends
+episodes in dropped; 4 = 1 and 3 (the default repair of `release.synthesize` on locomotion since round 4; without
+post=N the rows stay as sampled); chain=H (after post=N, or on a saved release that was re-simulated) continues the
+rows as H-step simulator rollouts (the `rollout` post-processing step, privsynth.release.rollout; free; with mix=F
+only the first share F of the rows, the rest kept as they were: a diagnosis); edge=X (a diagnosis, before post=N)
+moves actions at the box edge (|a| >= 1) to ±X; beta=B (a diagnosis) trains IQL with that AWR inverse temperature
+instead of CORL's 3.
 
 --rows-from reads the rows an earlier run wrote with --save instead of a new fine-tune, so post=N measures
 post-processing on that very release (paired); --diagnose records each row's data checks (--no-agents: only them). The pre-trained
@@ -67,7 +66,7 @@ def main() -> None:
     ap.add_argument("--public", type=float, action="append", required=True,
                     help="public-alone final score per --agent (agent_public)")
     ap.add_argument("--schedule", action="append", default=[],
-                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,mult=K][,cols=1][,lora=R][,finecur=1][,rho=R][,pol=E][,polmode=1][,route=1[,share=S][,pair=1][,heun=1]][,seed=S][,rows=R][,dp=0][,real=1][,post=1][,chain=H][,edge=X][,beta=B][,ft=0] (repeatable)")
+                    help="epochs=E[,lr=L][,batch=B][,clip=C][,ema=D][,mult=K][,cols=1][,lora=R][,finecur=1][,rho=R][,pol=E][,polmode=1][,route=1[,share=S][,pair=1]][,ceil=1[,width=W][,depth=D]][,seed=S][,rows=R][,dp=0][,real=1][,post=1][,chain=H][,edge=X][,beta=B][,ft=0] (repeatable)")
     ap.add_argument("--sensitive-steps", type=int, default=20_000,
                     help="size of the sensitive set (the suites use 20k; a larger one tests how N changes the cost of DP)")
     ap.add_argument("--epsilon", type=float, default=10.0)
@@ -206,9 +205,6 @@ def main() -> None:
         variants = [("", rows)]
         if kind == "dp" and sched.get("route") and sched.get("pair"):
             variants.append(("no relabel (same fine-tune, same first draw)", paired))
-        if kind == "dp" and sched.get("route") and sched.get("heun"):  # the same fine-tuned model sampled again
-            variants.append(("heun sampler (same fine-tune, own relabel)", _heun_variant(res.synthesizer, sens, n_rows,
-                                                                                        rows, args)))
         for variant, rows in variants:
             _report(dict(out, variant=variant) if variant else out, rows, sens, sched, args, agents, train_batched,
                     AgentJob)
@@ -221,8 +217,8 @@ def _report(out, rows, sens, sched, args, agents, train_batched, AgentJob) -> No
     if args.save:
         from privsynth.evaluation.bench.dataset_cache import save_dataset
 
-        suffix = {"": "", None: ""}.get(out.get("variant"), "_heun" if "heun" in str(out.get("variant")) else "_norelabel")
-        label = ("_".join(f"{k}{v:g}" for k, v in sched.items()) or "default") + suffix
+        label = ("_".join(f"{k}{v:g}" for k, v in sched.items()) or "default") + ("_norelabel" if out.get("variant")
+                                                                                else "")
         path = pathlib.Path(args.save) / f"{args.env}_{args.sensitive_steps}_{label}.npz"
         save_dataset(rows, path)
         out["saved"] = str(path)
@@ -262,27 +258,6 @@ def _ceiling(sens, sched, n_rows, seed):
     rows = topped_up(first, lambda k, i: prepare_release(synth.sample(k, seed=draw_seed(seed, i)), sens.info), n_rows,
                      **step_options(LOCOMOTION_DEFAULT))[0]
     return synth, rows
-
-
-def _heun_variant(fine, sens, n_rows, route_rows, args):
-    """heun=1 (with route=1): the route's fine-tuned model sampled again with the EDM stochastic Heun sampler
-    (sampler.method = "heun"; sampling is post-processing), its own DP relabel at the route's policy epsilon (study
-    accounting: spent on top of the release's), then the route's repair and top-up: paired with the route's release
-    on the fine-tune, which separates releases most."""
-    from privsynth.release.postprocess import LOCOMOTION_DEFAULT, draw_seed, step_options, topped_up
-    from privsynth.release.relabel import fit_relabeller
-    from privsynth.release.support import prepare_release
-
-    if args.epsilon <= 1:
-        raise SystemExit("heun=1 repeats the route's repair above eps = 1 only (at eps <= 1 the route rolls out)")
-    fine = copy.deepcopy(fine)
-    fine.config.sampler.method = "heun"
-    first = prepare_release(fine.sample(n_rows, name=route_rows.info.name), sens.info)
-    pol = route_rows.info.extra.get("policy_relabel") or {}
-    relabel = (fit_relabeller(fine, sens, first, epsilon=pol["epsilon"], delta=args.delta) if pol
-               else (lambda d: d))
-    return topped_up(relabel(first), lambda k, i: relabel(prepare_release(
-        fine.sample(k, seed=draw_seed(fine.config.seed, i)), sens.info)), n_rows, **step_options(LOCOMOTION_DEFAULT))[0]
 
 
 def _relabel(rows, sens, sched, args):
