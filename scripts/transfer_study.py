@@ -138,14 +138,8 @@ def main() -> None:
                 route_spent = res.epsilon
                 if sched.get("pair"):  # the same fine-tuned model's rows without the relabel (paired: the first
                     # draw is the same sample), repaired and topped up as the route does
-                    from privsynth.release.postprocess import LOCOMOTION_DEFAULT, draw_seed, step_options, topped_up
-                    from privsynth.release.support import prepare_release
-
                     fine = res.synthesizer  # its top-up draws are the route's too (the same draw_seed)
-                    first = prepare_release(fine.sample(n_rows, name=rows.info.name), sens.info)
-                    paired = topped_up(first, lambda k, i: prepare_release(
-                        fine.sample(k, seed=draw_seed(fine.config.seed, i)), sens.info),
-                        n_rows, **step_options(LOCOMOTION_DEFAULT))[0]
+                    paired = _repaired(fine, sens, n_rows, fine.config.seed, name=rows.info.name)
             else:  # rows as sampled: post=N below applies the repair (post=4 is the default repair on locomotion)
                 rows = synthesize(sens, epsilon=args.epsilon, delta=args.delta, unit="transition", pretrained=synth,
                                   n=n_rows, out_dataset=None, progress=False, postprocess=False).dataset
@@ -242,8 +236,6 @@ def _ceiling(sens, sched, n_rows, seed):
     model trained on the data itself): the cpu preset's transition synthesizer with a width x depth denoiser
     (width=W, depth=D; default 256 x 2), trained without privacy on the sensitive set for epochs=E (default 300) at
     batch 256 with curiosity off (curio=1 on), sampled, then the route's locomotion repair and top-up."""
-    from privsynth.release.postprocess import LOCOMOTION_DEFAULT, draw_seed, step_options, topped_up
-    from privsynth.release.support import prepare_release
     from privsynth.synth import TransitionSynthesizer
     from privsynth.synth.config import DenoiserConfig, cpu_config
 
@@ -254,10 +246,18 @@ def _ceiling(sens, sched, n_rows, seed):
     cfg.pretrain_curiosity = bool(sched.get("curio", 0.0))
     synth = TransitionSynthesizer(cfg)
     synth.pretrain(sens.mark_sensitive(False), progress=False)  # a diagnosis on our own rollout, never released
-    first = prepare_release(synth.sample(n_rows, seed=seed), sens.info)
-    rows = topped_up(first, lambda k, i: prepare_release(synth.sample(k, seed=draw_seed(seed, i)), sens.info), n_rows,
-                     **step_options(LOCOMOTION_DEFAULT))[0]
-    return synth, rows
+    return synth, _repaired(synth, sens, n_rows, seed, sample_seed=seed)
+
+
+def _repaired(synth, sens, n_rows, seed, *, sample_seed=None, name=None):
+    """``n_rows`` rows of ``synth`` after the route's locomotion repair, topped up with more draws as the route does
+    (their seeds from ``seed``, privsynth.release.postprocess.draw_seed); the first draw with ``sample_seed``."""
+    from privsynth.release.postprocess import LOCOMOTION_DEFAULT, draw_seed, step_options, topped_up
+    from privsynth.release.support import prepare_release
+
+    first = prepare_release(synth.sample(n_rows, seed=sample_seed, name=name), sens.info)
+    return topped_up(first, lambda k, i: prepare_release(synth.sample(k, seed=draw_seed(seed, i)), sens.info),
+                     n_rows, **step_options(LOCOMOTION_DEFAULT))[0]
 
 
 def _relabel(rows, sens, sched, args):

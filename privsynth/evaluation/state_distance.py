@@ -11,8 +11,9 @@ set's per-column mean and spread, so releases of one task share one metric:
   Low when every part of the reference is reached by some synthetic state (a recall-like figure).
 
 A scale for both: fresh rollouts of the reference policy, measured the same way (``docs/transfer.md``, sixteenth
-round: 0.30 on the Hopper proxy). scikit-learn's exact ``NearestNeighbors`` does the search; we only subsample and
-standardise. An evaluation figure read against the sensitive set, never a step of a release.
+round: 0.29 on the Hopper proxy; ``scripts/state_distances.py``). scikit-learn's exact ``NearestNeighbors`` does the
+search; we only subsample and standardise. An evaluation figure read against the sensitive set, never a step of a
+release.
 """
 from __future__ import annotations
 

@@ -318,15 +318,17 @@ class TrajectorySynthesizer(NetworkSynthesizer):
         """One DP item per trajectory of ``sensitive``: its fragments, truncated to the public length bound L_max and
         padded to ⌈L_max / H⌉ slots (see the module docstring)."""
         cap, _ = self.trajectory_cap()
-        h = self.config.horizon
+        return self.capped_fragments(sensitive).per_trajectory(slots=-(-cap // self.config.horizon))
+
+    def capped_fragments(self, sensitive: OfflineDataset) -> FragmentItems:
+        """The fragments of ``sensitive`` that fine-tuning sees: truncated to the public length bound L_max."""
+        cap, _ = self.trajectory_cap()
         fr = self.fragment_items(sensitive)
-        start = fr.start
-        keep = start < cap  # fragments that begin inside the first L_max transitions
-        pos = start[keep, None] + torch.arange(h)[None, :]
+        keep = fr.start < cap  # fragments that begin inside the first L_max transitions
+        pos = fr.start[keep, None] + torch.arange(self.config.horizon)[None, :]
         mask = fr.mask[keep] & (pos < cap)  # and no transition past L_max
-        data = fr.data[keep] * mask[..., None]
-        items = FragmentItems(data=data, cond=fr.cond[keep], mask=mask, episode=fr.episode[keep])
-        return items.per_trajectory(slots=-(-cap // h))
+        return FragmentItems(data=fr.data[keep] * mask[..., None], cond=fr.cond[keep], mask=mask,
+                             episode=fr.episode[keep])
 
     def finetune(
         self, sensitive: OfflineDataset, epsilon: float, delta: float, unit: Unit = "trajectory", *, progress: bool = True
@@ -411,12 +413,8 @@ class TrajectorySynthesizer(NetworkSynthesizer):
         batch holds as many fragments, for as many steps, over the same fragments (truncated to the same cap), with
         the same parameters trainable. No ledger is written: the result is a control, never a DP release."""
         cfg, dpc = self.config, self.config.dp
-        cap, _ = self.trajectory_cap()
-        fr = self.fragment_items(sensitive)
-        keep = fr.start < cap
-        pos = fr.start[keep, None] + torch.arange(cfg.horizon)[None, :]
-        mask = fr.mask[keep] & (pos < cap)
-        x, c = fr.data[keep] * mask[..., None], fr.cond[keep]
+        fr = self.capped_fragments(sensitive)
+        x, c, mask = fr.data, fr.cond, fr.mask
         n_traj = int(sensitive.n_episodes)
         batch = dpc.batch_size * dpc.fragments_per_trajectory
         steps = max(1, int(round(cfg.finetune.epochs * n_traj / dpc.batch_size)))
